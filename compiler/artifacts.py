@@ -1,0 +1,100 @@
+"""Writing compile output to ``target/``: compiled SQL, run scripts and ``manifest.json``.
+
+Files are written only when their content changes, and the output is byte-stable: sorted
+keys, no timestamps, one trailing newline.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from . import materialize
+from .compile import Manifest, Model
+from .graph import node_name
+from .parse import pretty
+
+MANIFEST_VERSION = 1
+
+
+def model_stem(model: Model, manifest: Manifest) -> str:
+    """``models/staging/stg_offers.sql`` → ``staging/stg_offers`` (the path under target/)."""
+    for root in manifest.project.model_paths:
+        prefix = root.rstrip("/") + "/"
+        if model.path.startswith(prefix):
+            return model.path[len(prefix):-len(".sql")]
+    return model.path[: -len(".sql")]
+
+
+def compiled_sql(model: Model) -> str:
+    return f"-- {model.name} ({model.kind.name}) compiled from {model.path}\n{pretty(model.ast)}\n"
+
+
+def write_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -> list[Path]:
+    """Write compiled SQL and run scripts of the selected models (default all) and the manifest."""
+    target = manifest.project.target_dir
+    written = []
+    for name in selected if selected is not None else manifest.models:
+        model = manifest.models[name]
+        stem = model_stem(model, manifest)
+        written.append(_write(target / "compiled" / f"{stem}.sql", compiled_sql(model)))
+        items = materialize.statements(model)
+        if items is not None:
+            written.append(_write(target / "run" / f"{stem}.sql", materialize.script(model, items)))
+    written.append(_write(target / "manifest.json", json.dumps(manifest_dict(manifest), indent=2, sort_keys=True) + "\n"))
+    return written
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def manifest_dict(manifest: Manifest) -> dict[str, Any]:
+    graph = manifest.graph
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "project": {"name": manifest.project.name, "version": manifest.project.version},
+        "target": manifest.target,
+        "sources": {sid: s.to_dict() for sid, s in manifest.sources.items()},
+        "models": {name: _model_dict(m, manifest) for name, m in manifest.models.items()},
+        "order": manifest.order(),
+        "children": {node_name(n): sorted(node_name(c) for c in graph.successors(n)) for n in sorted(graph)},
+        "warnings": [p.format() for p in manifest.warnings],
+    }
+
+
+def _model_dict(model: Model, manifest: Manifest) -> dict[str, Any]:
+    stem = model_stem(model, manifest)
+    has_run = materialize.statements(model) is not None
+    return {
+        "name": model.name,
+        "path": model.path,
+        "kind": model.kind.to_dict(),
+        "config": _jsonable(model.config),
+        "relation": model.relation,
+        "schema": model.schema,
+        "tags": list(model.tags),
+        "description": model.description,
+        "columns": [{"name": c, "description": model.column_docs.get(c, "")} for c in model.columns or []],
+        "columns_known": model.columns is not None,
+        "depends_on": {"models": model.depends_on_models, "sources": model.depends_on_sources},
+        "undeclared_tables": model.undeclared_tables,
+        "checksum": model.checksum,
+        "compiled_path": f"compiled/{stem}.sql",
+        "run_path": f"run/{stem}.sql" if has_run else None,
+        "compiled_sql": pretty(model.ast),
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)

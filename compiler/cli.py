@@ -1,0 +1,163 @@
+"""The ``mvflow`` command. Commands stay thin: load, call the module that does the work, print.
+
+User errors print ``file:line: [code] what — what to do`` and exit 2 without a traceback
+(``--debug`` shows one); a run with a failed model exits 1.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from .errors import MvflowError
+
+EXIT_USER_ERROR = 2
+EXIT_RUN_FAILED = 1
+
+_select = click.option("--select", "-s", multiple=True, help="Models to include (dbt syntax: name, +name, name+, tag:x, path:x, kind:x).")
+_exclude = click.option("--exclude", multiple=True, help="Models to leave out (same syntax as --select).")
+_target = click.option("--target", "-t", default=None, help="Target (profile) from project.yml.")
+
+
+class _Context:
+    def __init__(self, project_dir: str, debug: bool):
+        self.project_dir = Path(project_dir)
+        self.debug = debug
+
+    def project(self):
+        from .project import load_project
+
+        return load_project(self.project_dir)
+
+    def manifest(self, target: str | None):
+        from .compile import compile_project
+
+        manifest = compile_project(self.project(), target)
+        for warning in manifest.warnings:
+            click.echo(f"warning: {warning.format()}", err=True)
+        return manifest
+
+
+@click.group()
+@click.option("--project-dir", default=".", show_default=True, help="The project's directory (holds project.yml).")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.pass_context
+def cli(ctx: click.Context, project_dir: str, debug: bool) -> None:
+    """mvflow: compile and run declarative SQL projects on Apache Spark."""
+    ctx.obj = _Context(project_dir, debug)
+
+
+@cli.command()
+@_select
+@_exclude
+@_target
+@click.pass_obj
+def compile(obj: _Context, select, exclude, target) -> None:  # noqa: A001 - the command's name
+    """Render, parse and resolve models; write target/compiled, target/run and manifest.json."""
+    from .artifacts import write_artifacts
+    from .select import select as choose
+
+    started = time.monotonic()
+    manifest = obj.manifest(target)
+    selected = choose(manifest.graph, select, exclude)
+    write_artifacts(manifest, selected)
+    click.echo(f"compiled {len(selected)} of {len(manifest.models)} models, {len(manifest.sources)} sources "
+               f"into {manifest.project.target_path}/ in {time.monotonic() - started:.2f}s")
+
+
+@cli.command(name="ls")
+@_select
+@_exclude
+@_target
+@click.option("--output", "-o", type=click.Choice(["name", "path", "relation", "kind"]), default="name", show_default=True)
+@click.pass_obj
+def list_models(obj: _Context, select, exclude, target, output) -> None:
+    """List the selected models in run order."""
+    from .select import select as choose
+
+    manifest = obj.manifest(target)
+    for name in choose(manifest.graph, select, exclude):
+        model = manifest.models[name]
+        click.echo({"name": name, "path": model.path, "relation": model.relation, "kind": f"{model.kind.name}\t{name}"}[output])
+
+
+@cli.command()
+@_select
+@_exclude
+@_target
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64), help="Models run at once.")
+@click.pass_obj
+def run(obj: _Context, select, exclude, target, threads) -> None:
+    """Compile, then build the selected models on Spark in dependency order."""
+    from .artifacts import write_artifacts
+    from .run import run_models
+    from .select import select as choose
+    from .spark import spark_session
+
+    manifest = obj.manifest(target)
+    selected = choose(manifest.graph, select, exclude)
+    write_artifacts(manifest, selected)
+    started = time.monotonic()
+    spark = spark_session(manifest.project.target(target))
+    report = run_models(spark, manifest, selected, threads=threads, echo=click.echo)
+    (manifest.project.target_dir / "run_results.json").write_text(report.to_json())
+    counts = report.counts()
+    click.echo(f"done in {time.monotonic() - started:.1f}s: {counts['success']} ok, {counts['error']} failed, "
+               f"{counts['skipped']} skipped")
+    if not report.ok:
+        sys.exit(EXIT_RUN_FAILED)
+
+
+@cli.group()
+def demo() -> None:
+    """Create and change the demo project's source tables."""
+
+
+@demo.command(name="init")
+@click.option("--scale", default=1.0, show_default=True, type=click.FloatRange(min=0.001), help="1 = 10,000 offers.")
+@click.option("--seed", default=1, show_default=True, type=int)
+@_target
+@click.pass_obj
+def demo_init(obj: _Context, scale, seed, target) -> None:
+    """(Re)create the demo source tables, deterministic for a seed."""
+    from .demo import init
+    from .spark import spark_session
+
+    project = obj.project()
+    counts = init(spark_session(project.target(target)), scale=scale, seed=seed)
+    click.echo("created " + ", ".join(f"{table} ({rows:,} rows)" for table, rows in counts.items()))
+
+
+@demo.command(name="change")
+@click.option("--fraction", default=0.01, show_default=True, type=click.FloatRange(0, 1), help="Share of rows to touch.")
+@click.option("--seed", default=2, show_default=True, type=int)
+@_target
+@click.pass_obj
+def demo_change(obj: _Context, fraction, seed, target) -> None:
+    """Apply one batch of production-like changes to the demo sources."""
+    from .demo import change
+    from .spark import spark_session
+
+    project = obj.project()
+    counts = change(spark_session(project.target(target)), fraction=fraction, seed=seed)
+    click.echo("changed " + ", ".join(f"{table}: {what}" for table, what in counts.items()))
+
+
+def main(argv: list[str] | None = None) -> None:
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        cli.main(args=argv, prog_name="mvflow", standalone_mode=False)
+    except MvflowError as exc:
+        if debug:
+            raise
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USER_ERROR)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)

@@ -1,0 +1,101 @@
+"""User-facing errors: each one knows the file and line it is about and what to do.
+
+The CLI prints ``path:line:col: [code] message — hint`` and exits non-zero without a
+traceback; ``--debug`` shows one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem found in the user's project."""
+
+    message: str
+    path: str | None = None
+    line: int | None = None
+    col: int | None = None
+    hint: str | None = None
+    code: str = "error"
+    snippet: str | None = None
+
+    def format(self) -> str:
+        where = ""
+        if self.path:
+            where = self.path
+            if self.line:
+                where += f":{self.line}"
+                if self.col:
+                    where += f":{self.col}"
+            where += ": "
+        text = f"{where}[{self.code}] {self.message}"
+        if self.hint:
+            text += f" — {self.hint}"
+        if self.snippet:
+            text += "\n" + self.snippet
+        return text
+
+
+class MvflowError(Exception):
+    """Base of every error caused by the user's input (printed without a traceback)."""
+
+    def __init__(self, problems: list[Problem] | Problem | str):
+        if isinstance(problems, str):
+            problems = [Problem(problems)]
+        elif isinstance(problems, Problem):
+            problems = [problems]
+        self.problems: list[Problem] = list(problems)
+        super().__init__("\n".join(p.format() for p in self.problems))
+
+
+class ProjectError(MvflowError):
+    """project.yml, lineage/*.yml or a model's YAML is invalid."""
+
+
+class CompileError(MvflowError):
+    """A model cannot be rendered, parsed or resolved."""
+
+
+class SelectionError(MvflowError):
+    """A --select / --exclude expression is invalid."""
+
+
+class RunError(MvflowError):
+    """A run cannot start (e.g. the target is unusable)."""
+
+
+@dataclass
+class ProblemList:
+    """Collects problems so that one compile reports all of them, not just the first."""
+
+    problems: list[Problem] = field(default_factory=list)
+
+    def add(self, problem: Problem) -> None:
+        self.problems.append(problem)
+
+    def extend(self, error: MvflowError) -> None:
+        self.problems.extend(error.problems)
+
+    def raise_if_any(self, error_type: type[MvflowError] = CompileError) -> None:
+        if self.problems:
+            raise error_type(self.problems)
+
+
+def snippet(text: str, line: int, col: int | None = None, context: int = 1) -> str:
+    """Lines around ``line`` (1-based) of ``text`` with a caret under ``col``.
+
+    >>> print(snippet("select a\\nfrom t\\nwhere", 2, 6))
+        1 | select a
+        2 | from t
+          |      ^
+        3 | where
+    """
+    lines = text.splitlines()
+    out = []
+    for number in range(max(1, line - context), min(len(lines), line + context) + 1):
+        out.append(f"{number:>5} | {lines[number - 1]}")
+        if number == line and col:
+            out.append(f"{'':>5} | {' ' * (col - 1)}^")
+    return "\n".join(out)

@@ -1,0 +1,140 @@
+"""Model kinds as typed data: one frozen class per ``materialized=`` value.
+
+Callers ask a kind's predicates and fields instead of comparing strings; what each kind
+*does* at run time lives in ``materialize.py`` (statements) and the runner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Mapping
+
+from .sources import parse_duration
+
+#: Config keys every kind accepts (besides its own fields).
+COMMON_KEYS = frozenset({"materialized", "schema", "database", "alias", "tags", "description", "enabled", "before", "after"})
+
+
+class KindError(ValueError):
+    """An invalid kind or kind option; the caller adds file and line."""
+
+    def __init__(self, message: str, hint: str, code: str):
+        super().__init__(message)
+        self.hint = hint
+        self.code = code
+
+
+@dataclass(frozen=True)
+class _Kind:
+    name: ClassVar[str]
+    #: fields whose change alters the data (a breaking change for incremental kinds)
+    breaking: ClassVar[tuple[str, ...]] = ()
+    implemented: ClassVar[bool] = True
+
+    @property
+    def is_incremental(self) -> bool:
+        return False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, **{f.name: getattr(self, f.name) for f in fields(self)}}
+
+
+@dataclass(frozen=True)
+class ViewKind(_Kind):
+    name: ClassVar[str] = "view"
+
+
+@dataclass(frozen=True)
+class TableKind(_Kind):
+    """Full rebuild into the idle slot, then an atomic swap of the view readers query."""
+
+    name: ClassVar[str] = "table"
+    partition_by: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MvKind(_Kind):
+    """A wide table refreshed by key (``mv``)."""
+
+    name: ClassVar[str] = "mv"
+    breaking: ClassVar[tuple[str, ...]] = ("unique_key",)
+    implemented: ClassVar[bool] = False
+    unique_key: tuple[str, ...] = ()
+    fanout_threshold: float = 0.2
+    compact_threshold: float = 0.1
+
+    @property
+    def is_incremental(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class FactKind(_Kind):
+    """An append-mostly table built in idempotent steps over ``(last, next]`` positions."""
+
+    name: ClassVar[str] = "fact"
+    breaking: ClassVar[tuple[str, ...]] = ("source", "partition_by")
+    implemented: ClassVar[bool] = False
+    source: str | None = None
+    maxstep: int = 1_000_000
+    delay_seconds: int = 0
+    depends_on: tuple[str, ...] = ()
+    partition_by: tuple[str, ...] = ()
+
+    @property
+    def is_incremental(self) -> bool:
+        return True
+
+
+KINDS: dict[str, type[_Kind]] = {k.name: k for k in (ViewKind, TableKind, MvKind, FactKind)}
+Kind = ViewKind | TableKind | MvKind | FactKind
+
+
+def create_kind(config: Mapping[str, Any]) -> Kind:
+    """Build the kind named by ``config['materialized']``; unknown kinds or keys raise KindError.
+
+    >>> create_kind({"materialized": "fact", "maxstep": 10, "delay": "5m"})
+    FactKind(source=None, maxstep=10, delay_seconds=300, depends_on=(), partition_by=())
+    >>> create_kind({"materialized": "cube"})
+    Traceback (most recent call last):
+    ...
+    compiler.kinds.KindError: unknown materialized='cube'
+    """
+    name = config.get("materialized", "view")
+    cls = KINDS.get(name)
+    if cls is None:
+        raise KindError(f"unknown materialized={name!r}", "valid kinds: " + ", ".join(KINDS), "unknown-kind")
+    own = {f.name for f in fields(cls)}
+    aliases = {"delay": "delay_seconds"} if "delay_seconds" in own else {}
+    allowed = COMMON_KEYS | own | set(aliases)
+    unknown = sorted(set(config) - allowed)
+    if unknown:
+        raise KindError(
+            f"unknown config key{'s' if len(unknown) > 1 else ''} for kind '{name}': {', '.join(unknown)}",
+            "valid keys: " + ", ".join(sorted(allowed - {"delay_seconds"})),
+            "unknown-config",
+        )
+    values = {aliases.get(k, k): v for k, v in config.items() if aliases.get(k, k) in own}
+    return cls(**{k: _coerce(cls, k, v) for k, v in values.items()})
+
+
+def _coerce(cls: type[_Kind], key: str, value: Any) -> Any:
+    default = next(f.default for f in fields(cls) if f.name == key)
+    if key == "delay_seconds":
+        seconds = parse_duration(value)
+        if seconds is None:
+            raise KindError(f"invalid delay {value!r}", "write a duration like 30s, 10m, 2h or 1d", "bad-config")
+        return seconds
+    if isinstance(default, tuple):
+        if isinstance(value, str):
+            return (value,)
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        raise KindError(f"{key} must be a name or a list of names, got {value!r}", f"e.g. {key}=['a', 'b']", "bad-config")
+    if isinstance(default, (int, float)) and not isinstance(value, bool):
+        try:
+            return type(default)(value)
+        except (TypeError, ValueError):
+            pass
+        raise KindError(f"{key} must be a number, got {value!r}", f"e.g. {key}={default}", "bad-config")
+    return value

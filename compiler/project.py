@@ -1,0 +1,241 @@
+"""Project loading: project.yml, its targets, per-folder model defaults, and the project's files."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import jinja2
+
+from .errors import Problem, ProjectError
+from .yamlfile import LineDict, check_keys, load_yaml
+
+PROJECT_FILE = "project.yml"
+_PROJECT_KEYS = {"name", "version", "paths", "vars", "models", "targets", "default_target", "state"}
+_PATH_KEYS = {"models", "macros", "lineage", "target"}
+_TARGET_KEYS = {"spark", "state"}
+_SPARK_KEYS = {"master", "app_name", "warehouse_dir", "metastore_dir", "database", "log_level", "conf"}
+_STATE_KEYS = {"type", "path"}
+_STATE_TABLE_KEYS = {"offsets_table", "step_log_table", "catalog_table"}
+
+DEFAULT_SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.sources.partitionOverwriteMode": "dynamic",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str = "local[*]"
+    app_name: str = "mvflow"
+    warehouse_dir: Path | None = None
+    metastore_dir: Path | None = None
+    database: str = "default"
+    log_level: str = "ERROR"
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StateSettings:
+    type: str = "sqlite"
+    path: Path | None = None
+    offsets_table: str = "offsets"
+    step_log_table: str = "step_log"
+    catalog_table: str = "catalog"
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    spark: SparkSettings
+    state: StateSettings
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+    name: str
+    version: str
+    model_paths: tuple[str, ...]
+    macro_paths: tuple[str, ...]
+    lineage_paths: tuple[str, ...]
+    target_path: str
+    vars: Mapping[str, Any]
+    model_defaults: Mapping[str, Any]
+    targets: Mapping[str, Target]
+    default_target: str
+
+    @property
+    def target_dir(self) -> Path:
+        return self.root / self.target_path
+
+    def target(self, name: str | None = None) -> Target:
+        name = name or self.default_target
+        if name not in self.targets:
+            raise ProjectError(
+                Problem(
+                    f"unknown target '{name}'",
+                    PROJECT_FILE,
+                    hint="targets defined: " + ", ".join(sorted(self.targets)),
+                    code="unknown-target",
+                )
+            )
+        return self.targets[name]
+
+    def files(self, kind: str, suffixes: tuple[str, ...]) -> list[Path]:
+        """Files under the model/macro/lineage paths, sorted, so that compile is deterministic."""
+        roots = {"models": self.model_paths, "macros": self.macro_paths, "lineage": self.lineage_paths}[kind]
+        found: set[Path] = set()
+        for root in roots:
+            base = self.root / root
+            if base.is_dir():
+                found.update(p for p in base.rglob("*") if p.suffix in suffixes and p.is_file())
+        return sorted(found)
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def defaults_for(self, model_path: str) -> dict[str, Any]:
+        """Folder defaults for a model file, like dbt's ``models:`` block (``+key: value``).
+
+        ``model_path`` is relative to its model root (``staging/stg_offers.sql``); deeper
+        folders override shallower ones.
+        """
+        result: dict[str, Any] = {}
+        node: Any = self.model_defaults
+        folders = model_path.split("/")[:-1]
+        for depth in range(len(folders) + 1):
+            if not isinstance(node, Mapping):
+                break
+            result.update({k[1:]: v for k, v in node.items() if k.startswith("+")})
+            if depth < len(folders):
+                node = node.get(folders[depth])
+        return result
+
+
+def env_var(name: str, default: str | None = None) -> str:
+    """Jinja ``env_var()``: the environment variable, or the default, or a clear error."""
+    if name in os.environ:
+        return os.environ[name]
+    if default is not None:
+        return default
+    raise jinja2.UndefinedError(f"environment variable '{name}' is not set and has no default")
+
+
+def _render_values(value: Any, display: str, line: int) -> Any:
+    """Render ``{{ env_var(...) }}`` inside string values of project.yml."""
+    if isinstance(value, str) and "{{" in value:
+        try:
+            return jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(value).render(env_var=env_var)
+        except jinja2.TemplateError as exc:
+            raise ProjectError(Problem(f"cannot render value {value!r}: {exc}", display, line, code="jinja")) from exc
+    if isinstance(value, LineDict):
+        rendered = LineDict({k: _render_values(v, display, value.line_of(k)) for k, v in value.items()})
+        rendered.line, rendered.key_lines = value.line, value.key_lines
+        return rendered
+    if isinstance(value, list):
+        return [_render_values(v, display, line) for v in value]
+    return value
+
+
+def load_project(root: Path | str) -> Project:
+    """Read ``project.yml`` under ``root``; every problem is reported with its line."""
+    root = Path(root).resolve()
+    path = root / PROJECT_FILE
+    if not path.is_file():
+        raise ProjectError(
+            Problem(
+                f"no {PROJECT_FILE} in {root}",
+                hint="run mvflow inside a project directory or pass --project-dir",
+                code="no-project",
+            )
+        )
+    raw = load_yaml(path, PROJECT_FILE)
+    if not isinstance(raw, LineDict):
+        raise ProjectError(Problem("project.yml must be a mapping", PROJECT_FILE, 1, code="yaml"))
+    data = _render_values(raw, PROJECT_FILE, raw.line)
+    problems = check_keys(data, _PROJECT_KEYS, PROJECT_FILE, "project.yml", required={"name"})
+    paths = data.get("paths") or LineDict()
+    if isinstance(paths, LineDict):
+        problems += check_keys(paths, _PATH_KEYS, PROJECT_FILE, "paths")
+    targets, default_target = _load_targets(root, data, problems)
+    if problems:
+        raise ProjectError(problems)
+
+    def path_list(key: str) -> tuple[str, ...]:
+        value = paths.get(key, key)
+        return tuple(value) if isinstance(value, list) else (str(value),)
+
+    return Project(
+        root=root,
+        name=str(data["name"]),
+        version=str(data.get("version", "0")),
+        model_paths=path_list("models"),
+        macro_paths=path_list("macros"),
+        lineage_paths=path_list("lineage"),
+        target_path=str(paths.get("target", "target")),
+        vars=dict(data.get("vars") or {}),
+        model_defaults=data.get("models") or {},
+        targets=targets,
+        default_target=default_target,
+    )
+
+
+def _load_targets(root: Path, data: LineDict, problems: list[Problem]) -> tuple[dict[str, Target], str]:
+    state_tables = data.get("state") or LineDict()
+    if isinstance(state_tables, LineDict):
+        problems += check_keys(state_tables, _STATE_TABLE_KEYS, PROJECT_FILE, "state")
+    raw_targets = data.get("targets") or LineDict({"local": LineDict()})
+    targets = {}
+    for name, raw in raw_targets.items():
+        raw = raw or LineDict()
+        if not isinstance(raw, LineDict):
+            problems.append(Problem(f"target '{name}' must be a mapping", PROJECT_FILE, raw_targets.line_of(name), code="yaml"))
+            continue
+        problems += check_keys(raw, _TARGET_KEYS, PROJECT_FILE, f"target '{name}'")
+        spark = raw.get("spark") or LineDict()
+        state = raw.get("state") or LineDict()
+        problems += check_keys(spark, _SPARK_KEYS, PROJECT_FILE, f"target '{name}' spark")
+        problems += check_keys(state, _STATE_KEYS, PROJECT_FILE, f"target '{name}' state")
+        local_dir = root / ".mvflow" / name
+        conf = {**DEFAULT_SPARK_CONF, **{str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (spark.get("conf") or {}).items()}}
+        targets[name] = Target(
+            name=name,
+            spark=SparkSettings(
+                master=str(spark.get("master", "local[*]")),
+                app_name=str(spark.get("app_name", "mvflow")),
+                warehouse_dir=_resolve(root, spark.get("warehouse_dir"), local_dir / "warehouse"),
+                metastore_dir=_resolve(root, spark.get("metastore_dir"), local_dir / "metastore"),
+                database=str(spark.get("database", "default")),
+                log_level=str(spark.get("log_level", "ERROR")),
+                conf=conf,
+            ),
+            state=StateSettings(
+                type=str(state.get("type", "sqlite")),
+                path=_resolve(root, state.get("path"), local_dir / "state.sqlite"),
+                **{k: str(v) for k, v in state_tables.items()},
+            ),
+        )
+    default_target = str(data.get("default_target", next(iter(targets), "local")))
+    if targets and default_target not in targets:
+        problems.append(
+            Problem(
+                f"default_target '{default_target}' is not a target",
+                PROJECT_FILE,
+                data.line_of("default_target"),
+                hint="targets defined: " + ", ".join(sorted(targets)),
+                code="unknown-target",
+            )
+        )
+    return targets, default_target
+
+
+def _resolve(root: Path, value: Any, default: Path) -> Path:
+    if value in (None, ""):
+        return default
+    path = Path(str(value))
+    return path if path.is_absolute() else root / path

@@ -1,0 +1,207 @@
+"""Rendering: a model's Jinja text → SQL, with ``ref``, ``source``, ``config``, ``var``,
+``env_var``, ``this`` and the project's macros.
+
+A model is rendered twice from one compiled template: first to collect its ``config()``,
+``ref()`` and ``source()`` calls (names are not known yet), then, once every model's relation
+is known, to produce the final SQL with fully qualified table names.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import jinja2
+
+from .errors import CompileError, Problem
+from .project import Project, env_var
+
+
+@dataclass(frozen=True)
+class Call:
+    """A ``ref('x')`` or ``source('db', 'x')`` call at a template line."""
+
+    name: str
+    line: int
+
+
+@dataclass
+class Rendered:
+    sql: str
+    config: dict[str, Any] = field(default_factory=dict)
+    config_lines: dict[str, int] = field(default_factory=dict)
+    refs: list[Call] = field(default_factory=list)
+    sources: list[Call] = field(default_factory=list)
+
+
+class _RenderFailure(Exception):
+    """Raised inside a template by mvflow's own functions (carries the template line)."""
+
+    def __init__(self, message: str, hint: str, code: str):
+        super().__init__(message)
+        self.hint = hint
+        self.code = code
+
+
+Resolver = Callable[[str, int], str]
+
+
+class Renderer:
+    """Renders the models of one project. Not thread-safe: one render at a time."""
+
+    def __init__(self, project: Project):
+        self.project = project
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(project.root)),
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=False,
+            autoescape=False,
+        )
+        self._current: Rendered | None = None
+        self._resolve_ref: Resolver | None = None
+        self._resolve_source: Callable[[str, str, int], str] | None = None
+        self._this = ""
+        self.env.globals.update(
+            ref=self._ref,
+            source=self._source,
+            config=self._config,
+            var=self._var,
+            env_var=env_var,
+            this=_This(self),
+        )
+        self.macros = self._load_macros()
+
+    # -- the functions models call -------------------------------------------------------
+    def _ref(self, name: str, *extra: str) -> str:
+        if extra or not isinstance(name, str):
+            raise _RenderFailure("ref() takes one model name", "write {{ ref('model_name') }}", "bad-ref")
+        line = _template_line()
+        assert self._current is not None
+        self._current.refs.append(Call(name, line))
+        return self._resolve_ref(name, line) if self._resolve_ref else name
+
+    def _source(self, database: str, name: str | None = None) -> str:
+        if name is None:
+            raise _RenderFailure("source() takes a database and a table name", "write {{ source('stage', 'offers') }}", "bad-source")
+        line = _template_line()
+        assert self._current is not None
+        self._current.sources.append(Call(f"{database}.{name}", line))
+        return self._resolve_source(database, name, line) if self._resolve_source else f"{database}.{name}"
+
+    def _config(self, **kwargs: Any) -> str:
+        assert self._current is not None
+        line = _template_line()
+        for key, value in kwargs.items():
+            self._current.config[key] = value
+            self._current.config_lines[key] = line
+        return ""
+
+    def _var(self, name: str, default: Any = None) -> Any:
+        if name in self.project.vars:
+            return self.project.vars[name]
+        if default is not None:
+            return default
+        raise _RenderFailure(f"var '{name}' is not defined", "add it under 'vars:' in project.yml or pass a default: var('name', default)", "undefined-var")
+
+    # -- rendering ----------------------------------------------------------------------
+    def template(self, path: Path) -> jinja2.Template:
+        display = self.project.relative(path)
+        try:
+            return self.env.get_template(display)
+        except jinja2.TemplateSyntaxError as exc:
+            raise CompileError(
+                Problem(f"Jinja syntax error: {exc.message}", display, exc.lineno,
+                        hint="check the {{ }} / {% %} tags near this line", code="jinja-syntax")
+            ) from exc
+
+    def render(
+        self,
+        template: jinja2.Template,
+        this: str,
+        resolve_ref: Resolver | None = None,
+        resolve_source: Callable[[str, str, int], str] | None = None,
+    ) -> Rendered:
+        """Render one model. Without resolvers, ref/source return placeholder names."""
+        self._current = Rendered(sql="")
+        self._resolve_ref, self._resolve_source, self._this = resolve_ref, resolve_source, this
+        try:
+            self._current.sql = template.render()
+        except CompileError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any template failure is the user's
+            raise _template_error(exc, template.name) from exc
+        finally:
+            result, self._current = self._current, None
+        return result
+
+    def _load_macros(self) -> dict[str, Any]:
+        macros: dict[str, Any] = {}
+        where: dict[str, str] = {}
+        problems = []
+        for path in self.project.files("macros", (".sql", ".jinja")):
+            display = self.project.relative(path)
+            try:
+                module = self.template(path).module
+            except CompileError as exc:
+                problems += exc.problems
+                continue
+            except Exception as exc:  # noqa: BLE001
+                problems += _template_error(exc, display).problems
+                continue
+            for name in sorted(n for n in dir(module) if not n.startswith("_")):
+                if name in macros:
+                    problems.append(Problem(f"macro '{name}' is defined twice (also in {where[name]})", display,
+                                            hint="rename one of them", code="duplicate-macro"))
+                macros[name] = getattr(module, name)
+                where[name] = display
+        if problems:
+            raise CompileError(problems)
+        self.env.globals.update(macros)
+        return macros
+
+
+class _This:
+    """``{{ this }}``: the model's own relation."""
+
+    def __init__(self, renderer: Renderer):
+        self._renderer = renderer
+
+    def __str__(self) -> str:
+        return self._renderer._this
+
+    __html__ = __str__
+
+
+def _template_line() -> int:
+    """The template line of the innermost Jinja frame on the stack (0 if none)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        template = frame.f_globals.get("__jinja_template__")
+        if template is not None:
+            return template.get_corresponding_lineno(frame.f_lineno)
+        frame = frame.f_back
+    return 0
+
+
+def _template_error(exc: Exception, name: str | None) -> CompileError:
+    """Map any exception raised while rendering to the template file and line."""
+    line, path = None, name
+    for entry in reversed(traceback.extract_tb(exc.__traceback__)):
+        if entry.filename and (name and entry.filename.endswith(name) or entry.filename.endswith((".sql", ".jinja"))):
+            line = entry.lineno
+            path = name if name and entry.filename.endswith(name) else entry.filename
+            break
+    if isinstance(exc, _RenderFailure):
+        return CompileError(Problem(str(exc), path, line, hint=exc.hint, code=exc.code))
+    if isinstance(exc, jinja2.UndefinedError):
+        return CompileError(Problem(f"undefined in template: {exc.message}", path, line,
+                                    hint="define it, pass it as a var, or fix the spelling", code="jinja-undefined"))
+    if isinstance(exc, jinja2.TemplateSyntaxError):
+        return CompileError(Problem(f"Jinja syntax error: {exc.message}", exc.filename or path, exc.lineno,
+                                    hint="check the {{ }} / {% %} tags near this line", code="jinja-syntax"))
+    return CompileError(Problem(f"error while rendering: {type(exc).__name__}: {exc}", path, line,
+                                hint="fix the Jinja expression on this line", code="jinja-error"))
+

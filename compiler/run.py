@@ -1,0 +1,186 @@
+"""Running models on Spark in DAG order: independent models run concurrently with ``threads``;
+a failed model skips its descendants.
+
+Kinds whose refresh this runner does not implement are reported as skipped with a reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Callable
+
+import networkx as nx
+
+from . import materialize
+from .compile import Manifest, Model
+from .graph import model_id
+from .kinds import TableKind
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass
+class Result:
+    name: str
+    kind: str
+    status: str  # success | error | skipped
+    seconds: float = 0.0
+    rows: int | None = None
+    message: str = ""
+    started_at: str = ""
+
+
+@dataclass
+class RunReport:
+    results: list[Result] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.status != "error" for r in self.results)
+
+    def counts(self) -> dict[str, int]:
+        counts = {"success": 0, "error": 0, "skipped": 0}
+        for r in self.results:
+            counts[r.status] += 1
+        return counts
+
+    def to_json(self) -> str:
+        return json.dumps({"results": [asdict(r) for r in self.results], "counts": self.counts()}, indent=2) + "\n"
+
+
+Printer = Callable[[str], None]
+ModelRunner = Callable[["SparkSession", Manifest, Model], Result]
+
+
+def run_models(
+    spark: "SparkSession",
+    manifest: Manifest,
+    selected: list[str],
+    threads: int = 1,
+    echo: Printer = print,
+    runners: dict[str, ModelRunner] | None = None,
+) -> RunReport:
+    """Run ``selected`` models in dependency order; ``runners`` maps a kind to its runner."""
+    runners = {"view": run_statements, "table": run_statements, **(runners or {})}
+    dag = _selected_dag(manifest, selected)
+    report = RunReport()
+    lock = threading.Lock()
+    failed: set[str] = set()
+    total = len(selected)
+    done = 0
+
+    def finish(result: Result) -> None:
+        nonlocal done
+        with lock:
+            done += 1
+            report.results.append(result)
+            if result.status == "error":
+                failed.add(result.name)
+            echo(_progress_line(done, total, result))
+
+    def execute(name: str) -> Result:
+        model = manifest.models[name]
+        runner = runners.get(model.kind.name)
+        if runner is None:
+            return Result(name, model.kind.name, "skipped", message=f"the '{model.kind.name}' kind is not run yet")
+        echo(f"{_clock()} | START {model.kind.name:<5} {model.relation}")
+        return runner(spark, manifest, model)
+
+    pending = dict(dag.in_degree())
+    ready = sorted(n for n, d in pending.items() if d == 0)
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        running: dict[Future, str] = {}
+        while ready or running:
+            while ready and len(running) < max(1, threads):
+                name = ready.pop(0)
+                blocked = [p for p in nx.ancestors(dag, name) if p in failed]
+                if blocked:
+                    finish(Result(name, manifest.models[name].kind.name, "skipped", message=f"upstream {sorted(blocked)[0]} failed"))
+                    ready += _release(dag, pending, name)
+                    continue
+                running[pool.submit(execute, name)] = name
+            if not running:
+                continue
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                name = running.pop(future)
+                finish(future.result())
+                ready += _release(dag, pending, name)
+            ready.sort()
+    report.results.sort(key=lambda r: selected.index(r.name))
+    return report
+
+
+def _selected_dag(manifest: Manifest, selected: list[str]) -> nx.DiGraph:
+    """The selection as a DAG: an edge wherever one selected model depends on another,
+    directly or through unselected models."""
+    ids = {model_id(n): n for n in selected}
+    closure = nx.transitive_closure_dag(manifest.graph)
+    dag = nx.DiGraph()
+    dag.add_nodes_from(selected)
+    dag.add_edges_from((ids[a], ids[b]) for a, b in closure.edges if a in ids and b in ids)
+    return dag
+
+
+def _release(dag: nx.DiGraph, pending: dict[str, int], name: str) -> list[str]:
+    released = []
+    for child in dag.successors(name):
+        pending[child] -= 1
+        if pending[child] == 0:
+            released.append(child)
+    return released
+
+
+def _clock() -> str:
+    return datetime.now().strftime("%H:%M:%S")
+
+
+def _progress_line(done: int, total: int, result: Result) -> str:
+    status = {"success": "OK   ", "error": "ERROR", "skipped": "SKIP "}[result.status]
+    rows = f"{result.rows:,} rows" if result.rows is not None else ""
+    detail = f" — {result.message}" if result.message else ""
+    return f"{_clock()} | {done} of {total} {status} {result.kind:<5} {result.name:<32} {rows:>14} in {result.seconds:.1f}s{detail}"
+
+
+def run_statements(spark: "SparkSession", manifest: Manifest, model: Model) -> Result:
+    """Run a view or table model's statements (see materialize.py)."""
+    started = time.monotonic()
+    result = Result(model.name, model.kind.name, "success", started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    params: dict[str, str] = {}
+    try:
+        if isinstance(model.kind, TableKind):
+            params["build_table"] = materialize.slot_table(model.relation, idle_slot(spark, model.relation))
+        for item in materialize.statements(model) or []:
+            spark.sql(item.sql, args={k: v for k, v in params.items() if f":{k}" in item.sql} or None)
+        if isinstance(model.kind, TableKind):
+            result.rows = spark.table(params["build_table"]).count()
+    except Exception as exc:  # noqa: BLE001 - a failing model must not stop the others
+        result.status = "error"
+        result.message = _spark_message(exc)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def idle_slot(spark: "SparkSession", relation: str) -> str:
+    """The blue/green slot the model's view does not read now ("a" on the first build)."""
+    if not spark.catalog.tableExists(relation):
+        return materialize.SLOTS[0]
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {relation}").collect()
+    info = {r.col_name: r.data_type for r in rows}
+    if info.get("Type") != "VIEW":
+        raise RuntimeError(f"{relation} exists and is not a view mvflow manages: drop or rename it first")
+    text = info.get("View Text", "")
+    live = re.search(r"__mvflow_([ab])\b", text)
+    return materialize.SLOTS[1] if live and live.group(1) == materialize.SLOTS[0] else materialize.SLOTS[0]
+
+
+def _spark_message(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:500] if text else type(exc).__name__

@@ -1,0 +1,131 @@
+"""Node selection like dbt's ``--select`` / ``--exclude``.
+
+Grammar: space-separated terms are a union, comma-separated criteria inside a term an
+intersection. A criterion is ``[@][N+]method:value[+N]`` with methods ``name`` (the default,
+``*`` wildcards allowed), ``tag``, ``path``, ``kind`` and ``source``; ``+`` before adds
+ancestors, after adds descendants (``2+x`` at most two levels up); ``@x`` is x, its
+descendants and their ancestors.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+import networkx as nx
+
+from .errors import Problem, SelectionError
+from .graph import is_model, model_id, node_name
+
+_CRITERION = re.compile(
+    r"^(?P<at>@)?(?:(?P<up_depth>\d*)(?P<up>\+))?(?:(?P<method>[a-z_]+):)?(?P<value>[^+@,\s]+?)(?:(?P<down>\+)(?P<down_depth>\d*))?$"
+)
+METHODS = ("name", "tag", "path", "kind", "source")
+
+
+@dataclass(frozen=True)
+class Criterion:
+    method: str
+    value: str
+    parents: bool = False
+    parents_depth: int | None = None
+    children: bool = False
+    children_depth: int | None = None
+    childrens_parents: bool = False
+
+
+def parse_criterion(text: str) -> Criterion:
+    """Parse one criterion; bad syntax is a SelectionError with the valid forms.
+
+    >>> parse_criterion("2+tag:nightly+")
+    Criterion(method='tag', value='nightly', parents=True, parents_depth=2, children=True, children_depth=None, childrens_parents=False)
+    """
+    match = _CRITERION.match(text)
+    if not match or (match.group("method") or "name") not in METHODS or (match.group("at") and match.group("up")):
+        raise SelectionError(
+            Problem(
+                f"invalid selection '{text}'",
+                hint="use name, +name, name+, 2+name, @name, tag:x, path:models/x, kind:table, source:db.t; "
+                "separate with spaces (union) or commas (intersection)",
+                code="bad-selection",
+            )
+        )
+    return Criterion(
+        method=match.group("method") or "name",
+        value=match.group("value"),
+        parents=bool(match.group("up")),
+        parents_depth=int(match.group("up_depth")) if match.group("up_depth") else None,
+        children=bool(match.group("down")),
+        children_depth=int(match.group("down_depth")) if match.group("down_depth") else None,
+        childrens_parents=bool(match.group("at")),
+    )
+
+
+def select(graph: nx.DiGraph, select: Iterable[str] = (), exclude: Iterable[str] = ()) -> list[str]:
+    """Selected model names in topological order; no ``select`` means every model."""
+    select, exclude = _split(select), _split(exclude)
+    chosen = _union(graph, select) if select else {n for n in graph if is_model(n)}
+    chosen -= _union(graph, exclude)
+    order = nx.lexicographical_topological_sort(graph)
+    return [node_name(n) for n in order if n in chosen and is_model(n)]
+
+
+def _split(expressions: Iterable[str]) -> list[str]:
+    return [term for expression in expressions for term in expression.split()]
+
+
+def _union(graph: nx.DiGraph, terms: list[str]) -> set[str]:
+    result: set[str] = set()
+    for term in terms:
+        parts = [_expand(graph, parse_criterion(part)) for part in term.split(",")]
+        result |= set.intersection(*parts)
+    return result
+
+
+def _expand(graph: nx.DiGraph, criterion: Criterion) -> set[str]:
+    nodes = _match(graph, criterion)
+    result = set(nodes)
+    for node in nodes:
+        if criterion.parents:
+            result |= _within(graph.reverse(copy=False), node, criterion.parents_depth)
+        if criterion.children or criterion.childrens_parents:
+            result |= _within(graph, node, criterion.children_depth)
+    if criterion.childrens_parents:
+        for node in list(result):
+            result |= nx.ancestors(graph, node)
+    return result
+
+
+def _within(graph: nx.DiGraph, node: str, depth: int | None) -> set[str]:
+    return set(nx.single_source_shortest_path_length(graph, node, cutoff=depth)) - {node}
+
+
+def _match(graph: nx.DiGraph, criterion: Criterion) -> set[str]:
+    method, value = criterion.method, criterion.value
+    data = graph.nodes
+    if method == "name":
+        found = {n for n in graph if is_model(n) and fnmatch.fnmatchcase(node_name(n), value)}
+        if not found and not any(ch in value for ch in "*?["):
+            names = [node_name(n) for n in graph if is_model(n)]
+            close = difflib.get_close_matches(value, names, n=1)
+            raise SelectionError(
+                Problem(f"no model named '{value}'",
+                        hint=f"did you mean '{close[0]}'?" if close else "run 'mvflow ls' to see the models",
+                        code="unknown-selection")
+            )
+        return found
+    if method == "tag":
+        return {n for n in graph if value in data[n].get("tags", ())}
+    if method == "kind":
+        return {n for n in graph if data[n].get("kind") == value}
+    if method == "source":
+        return {n for n in graph if not is_model(n) and fnmatch.fnmatchcase(node_name(n), value)}
+    prefix = value.rstrip("/")
+    return {n for n in graph if data[n].get("path", "") == prefix or data[n].get("path", "").startswith(prefix + "/")
+            or fnmatch.fnmatchcase(data[n].get("path", ""), value)}
+
+
+__all__ = ["select", "parse_criterion", "Criterion", "METHODS", "model_id"]

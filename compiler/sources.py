@@ -1,0 +1,230 @@
+"""Source declarations from ``lineage/*.yml``: existing tables, their keys and how changes are seen."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import Problem, ProjectError
+from .project import Project
+from .yamlfile import LineDict, check_keys, load_yaml
+
+_FILE_KEYS = {"sources"}
+_SOURCE_KEYS = {
+    "name", "database", "description", "primary_key", "columns", "position", "changes",
+    "dictionary", "deleted", "delay", "depends_on", "tags",
+}
+_CHANGES_KEYS = {"table", "position"}
+_COLUMN_KEYS = {"name", "type", "description", "tests", "tags"}
+_DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)?\s*$")
+_UNITS = {None: 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class ChangeFeed:
+    """A separate table of changed keys plus a position, like a keys-only CDC stream."""
+
+    table: str
+    position: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Source:
+    """An existing table that models read, with its key and change mode.
+
+    The change mode is exactly one of ``position`` (monotonic columns in the table itself),
+    ``changes`` (a separate change feed) or ``dictionary`` (diffed against a snapshot).
+    """
+
+    database: str
+    name: str
+    primary_key: tuple[str, ...]
+    path: str
+    line: int
+    description: str = ""
+    columns: tuple[Column, ...] = ()
+    position: tuple[str, ...] = ()
+    changes: ChangeFeed | None = None
+    dictionary: bool = False
+    deleted: str | None = None
+    delay_seconds: int = 0
+    depends_on: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return f"{self.database}.{self.name}"
+
+    @property
+    def change_mode(self) -> str:
+        return "position" if self.position else "changes" if self.changes else "dictionary"
+
+    def column_types(self) -> dict[str, str] | None:
+        """Column name → type for sqlglot's schema, or None when no columns are declared."""
+        if not self.columns:
+            return None
+        return {c.name: c.type or "string" for c in self.columns}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "database": self.database,
+            "name": self.name,
+            "path": self.path,
+            "line": self.line,
+            "description": self.description,
+            "primary_key": list(self.primary_key),
+            "change_mode": self.change_mode,
+            "position": list(self.position),
+            "changes": {"table": self.changes.table, "position": list(self.changes.position)} if self.changes else None,
+            "deleted": self.deleted,
+            "delay_seconds": self.delay_seconds,
+            "depends_on": list(self.depends_on),
+            "tags": list(self.tags),
+            "columns": [{"name": c.name, "type": c.type, "description": c.description} for c in self.columns],
+        }
+
+
+def parse_duration(value: Any) -> int | None:
+    """Seconds in ``30s``, ``10m``, ``2h``, ``1d`` or a plain number of seconds; None if invalid.
+
+    >>> parse_duration("10m"), parse_duration(45), parse_duration("soon")
+    (600, 45, None)
+    """
+    match = _DURATION.match(str(value))
+    if not match:
+        return None
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+def load_sources(project: Project) -> dict[str, Source]:
+    """All sources of the project by id (``database.name``); every problem is reported at once."""
+    problems: list[Problem] = []
+    sources: dict[str, Source] = {}
+    for path in project.files("lineage", (".yml", ".yaml")):
+        display = project.relative(path)
+        data = load_yaml(path, display)
+        if data is None:
+            continue
+        if not isinstance(data, LineDict) or not isinstance(data.get("sources"), list):
+            problems.append(Problem("a lineage file must hold 'sources:', a list of tables", display, 1, code="yaml"))
+            continue
+        problems += check_keys(data, _FILE_KEYS, display, "lineage file")
+        for raw in data["sources"]:
+            source = _source(raw, display, problems)
+            if source is None:
+                continue
+            if source.id in sources:
+                first = sources[source.id]
+                problems.append(
+                    Problem(
+                        f"source {source.id} is declared twice (first at {first.path}:{first.line})",
+                        display, source.line, hint="keep one declaration", code="duplicate-source",
+                    )
+                )
+                continue
+            sources[source.id] = source
+    for source in sources.values():
+        for dep in source.depends_on:
+            if dep not in sources and "." in dep and dep.split(".")[0] in {s.database for s in sources.values()}:
+                problems.append(
+                    Problem(f"source {source.id} depends on unknown source {dep}", source.path, source.line,
+                            hint="depends_on lists sources as database.name, or model names", code="unknown-source")
+                )
+    if problems:
+        raise ProjectError(problems)
+    return dict(sorted(sources.items()))
+
+
+def _names(value: Any) -> tuple[str, ...] | None:
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    return None
+
+
+def _source(raw: Any, display: str, problems: list[Problem]) -> Source | None:
+    if not isinstance(raw, LineDict):
+        problems.append(Problem("each source must be a mapping with name, database, primary_key", display, code="yaml"))
+        return None
+    before = len(problems)
+    problems += check_keys(raw, _SOURCE_KEYS, display, "source", required={"name", "database"})
+    what = f"source {raw.get('database')}.{raw.get('name')}"
+    key = _names(raw.get("primary_key"))
+    if not key:
+        problems.append(
+            Problem(f"{what} has no primary_key", display, raw.line,
+                    hint="add 'primary_key: [col, ...]': mvflow maps every change to keys", code="missing-key")
+        )
+    modes = [m for m in ("position", "changes", "dictionary") if raw.get(m)]
+    if len(modes) != 1:
+        problems.append(
+            Problem(
+                f"{what} must declare exactly one change mode, found {len(modes)}: {', '.join(modes) or 'none'}",
+                display, raw.line_of(modes[1]) if len(modes) > 1 else raw.line,
+                hint="use one of 'position: [cols]', 'changes: {table, position}', 'dictionary: true'",
+                code="change-mode",
+            )
+        )
+    position = _names(raw.get("position")) if raw.get("position") else ()
+    if position is None:
+        problems.append(Problem(f"{what}: position must be a list of column names", display, raw.line_of("position"), code="bad-value"))
+    changes = None
+    if raw.get("changes"):
+        feed = raw["changes"]
+        if not isinstance(feed, LineDict):
+            problems.append(Problem(f"{what}: changes must be a mapping with table and position", display, raw.line_of("changes"), code="bad-value"))
+        else:
+            problems += check_keys(feed, _CHANGES_KEYS, display, f"{what} changes", required={"table", "position"})
+            feed_position = _names(feed.get("position"))
+            if feed.get("table") and feed_position:
+                changes = ChangeFeed(str(feed["table"]), feed_position)
+    delay = parse_duration(raw.get("delay", 0))
+    if delay is None:
+        problems.append(Problem(f"{what}: invalid delay {raw.get('delay')!r}", display, raw.line_of("delay"),
+                                hint="write a duration like 30s, 10m, 2h or 1d", code="bad-value"))
+    depends_on = _names(raw.get("depends_on") or [])
+    if depends_on is None:
+        problems.append(Problem(f"{what}: depends_on must be a list of names", display, raw.line_of("depends_on"), code="bad-value"))
+    columns = _columns(raw.get("columns") or [], display, what, problems)
+    if len(problems) > before:
+        return None
+    return Source(
+        database=str(raw["database"]),
+        name=str(raw["name"]),
+        primary_key=key,
+        path=display,
+        line=raw.line,
+        description=str(raw.get("description", "")).strip(),
+        columns=columns,
+        position=position or (),
+        changes=changes,
+        dictionary=bool(raw.get("dictionary")),
+        deleted=raw.get("deleted"),
+        delay_seconds=delay or 0,
+        depends_on=depends_on or (),
+        tags=tuple(raw.get("tags") or ()),
+    )
+
+
+def _columns(raw: Any, display: str, what: str, problems: list[Problem]) -> tuple[Column, ...]:
+    if not isinstance(raw, list):
+        problems.append(Problem(f"{what}: columns must be a list", display, code="bad-value"))
+        return ()
+    columns = []
+    for item in raw:
+        if not isinstance(item, LineDict) or "name" not in item:
+            problems.append(Problem(f"{what}: each column needs a name", display, getattr(item, "line", None), code="bad-value"))
+            continue
+        problems += check_keys(item, _COLUMN_KEYS, display, f"{what} column")
+        columns.append(Column(str(item["name"]), item.get("type"), str(item.get("description", "")).strip()))
+    return tuple(columns)

@@ -1,0 +1,53 @@
+"""Shared fixtures: one local SparkSession for the whole test run, and tiny projects on disk."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from compiler.project import DEFAULT_SPARK_CONF, SparkSettings, StateSettings, Target
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def spark_target(tmp_path_factory) -> Target:
+    """The target every Spark test shares (Spark keeps static settings for the whole process)."""
+    base = tmp_path_factory.mktemp("spark")
+    return Target(
+        name="test",
+        spark=SparkSettings(
+            master="local[2]",
+            app_name="mvflow-tests",
+            warehouse_dir=base / "warehouse",
+            metastore_dir=base / "metastore",
+            conf={**DEFAULT_SPARK_CONF, "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+        ),
+        state=StateSettings(path=base / "state.sqlite"),
+    )
+
+
+@pytest.fixture(scope="session")
+def spark(spark_target):
+    from compiler.spark import spark_session
+
+    session = spark_session(spark_target)
+    yield session
+    session.stop()
+
+
+def write_project(root: Path, files: dict[str, str]) -> Path:
+    """Write a small project: ``{"project.yml": "...", "models/a.sql": "..."}`` (dedented)."""
+    files = {"project.yml": "name: t\n", **files}
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return root
+
+
+@pytest.fixture
+def make_project(tmp_path):
+    return lambda files: write_project(tmp_path, files)
