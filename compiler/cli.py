@@ -42,6 +42,7 @@ class _Context:
 
 
 @click.group()
+@click.version_option(package_name="mvflow", prog_name="mvflow")
 @click.option("--project-dir", default=".", show_default=True, help="The project's directory (holds project.yml).")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @click.pass_context

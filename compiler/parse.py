@@ -64,14 +64,15 @@ def table_references(query: exp.Query) -> list[tuple[str, int]]:
     [('a.x', 1), ('b.y', 1)]
     """
     ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
-    seen: dict[str, int] = {}
+    seen: dict[str, tuple[int, int]] = {}
     for table in query.find_all(exp.Table):
         name = table_name(table)
-        if not table.db and name in ctes:
+        if not name or (not table.db and name in ctes):
             continue
-        if name and name not in seen:
-            seen[name] = table.meta.get("line", 1) if hasattr(table, "meta") else 1
-    return sorted(seen.items(), key=lambda item: (item[1], list(seen).index(item[0])))
+        meta = table.this.meta if isinstance(table.this, exp.Expression) else {}
+        where = (meta.get("line", 1), meta.get("start", 0))
+        seen[name] = min(seen.get(name, where), where)
+    return [(name, where[0]) for name, where in sorted(seen.items(), key=lambda item: item[1])]
 
 
 def output_columns(query: exp.Query, schema: Mapping[str, Mapping[str, Mapping[str, str]]]) -> list[str] | None:

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what mvflow needs, where it is missing: Java 17+ (for Spark), a virtual environment
+# in .venv with mvflow and its test dependencies. Safe to re-run: it only does what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { echo "setup: $*"; }
+
+java_major() {
+  command -v java >/dev/null 2>&1 || { echo 0; return; }
+  java -version 2>&1 | awk -F'"' '/version/ {split($2, v, "."); print (v[1] == "1" ? v[2] : v[1]); exit}'
+}
+
+if [ "$(java_major)" -lt 17 ]; then
+  say "installing Java 17 (Spark needs Java 17 or newer)"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
+
+PYTHON="${PYTHON:-python3}"
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "setup: mvflow needs Python 3.11 or newer ($PYTHON is $("$PYTHON" --version 2>&1))" >&2
+  exit 1
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv"
+  "$PYTHON" -m venv .venv
+fi
+
+stamp=.venv/.mvflow-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  say "installing mvflow and its dependencies into .venv (pyspark is large: the first time takes a few minutes)"
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e ".[test]"
+  touch "$stamp"
+fi
+say "ready: $(.venv/bin/mvflow --version 2>/dev/null || echo mvflow) with $(java -version 2>&1 | head -1)"
