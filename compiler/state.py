@@ -1,0 +1,384 @@
+"""The state store: offsets per topic (with a lease and a fencing token) and the step log.
+
+A *topic* is a fact model or one MV input. Its offsets row holds ``last`` (committed
+position) and ``next`` (the position the current step runs up to): ``next`` is written
+before the work and copied to ``last`` after it, and that copy is the commit (seed 004).
+
+Only one runner works on a topic at a time. ``acquire`` takes a lease that expires after a
+TTL and increments the topic's fencing token; every write (``set_next``, ``set_state``,
+``commit``) checks that the token it carries is still the topic's current one, so a runner
+whose lease expired and was taken over cannot write over the new holder.
+
+``StateStore`` is the interface every backend implements (``tests/test_state.py`` is its
+contract suite); ``SqliteStateStore`` is the embedded default: one SQLite file, WAL, every
+write in a ``BEGIN IMMEDIATE`` transaction. Times are timezone-aware datetimes passed in
+by the caller (no clock in here). Positions are tuples of JSON values (timestamps as ISO
+strings); the caller converts them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import sqlite3
+import uuid
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from .errors import Problem, RunError
+from .project import StateSettings
+
+Position = tuple  # JSON-serialisable values: timestamps as ISO strings, ints, strings
+
+BACKENDS = ("sqlite",)
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Offset:
+    """One topic's row: ``last`` committed, ``next`` planned, and who holds it."""
+
+    topic: str
+    last: Position | None = None
+    next: Position | None = None
+    rows: int = 0
+    run: datetime | None = None
+    consumer: str = ""
+    state: str = ""
+    hostid: str = ""
+    lease_expires: datetime | None = None
+    fence: int = 0
+
+    @property
+    def in_flight(self) -> bool:
+        """A step was planned (``next`` written) but not committed: it must be redone as is."""
+        return self.next is not None and self.next != self.last
+
+    def held_at(self, now: datetime) -> bool:
+        """Whether a live lease holds the topic at ``now``."""
+        return bool(self.hostid) and self.lease_expires is not None and self.lease_expires > now
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A runner's right to write one topic; ``token`` is the fencing token."""
+
+    topic: str
+    holder: str
+    token: int
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One topic's commit inside ``commit_many``."""
+
+    lease: Lease
+    next: Position
+    rows: int
+    state: str
+    now: datetime
+
+
+@dataclass(frozen=True)
+class StepLogRow:
+    """One step: what it covered, what it wrote, how late it was."""
+
+    topic: str
+    ts: datetime
+    rows: int
+    last: Position | None = None
+    next: Position | None = None
+    min_pos: Position | None = None
+    max_pos: Position | None = None
+    max_lag_seconds: float | None = None
+    nulls: dict[str, int] = field(default_factory=dict)
+    query_id: str = ""
+    seconds: float = 0.0
+    consumer: str = ""
+
+
+class LeaseHeld(RunError):
+    """Another live runner holds the topic."""
+
+    def __init__(self, topic: str, holder: str, expires_at: datetime | None):
+        until = expires_at.isoformat(timespec="seconds") if expires_at else "?"
+        super().__init__(Problem(
+            f"topic '{topic}' is being processed by {holder} (lease until {until})",
+            hint="wait for that runner to finish; if it died, its lease expires at that time and the next run takes over",
+            code="lease-held",
+        ))
+        self.topic, self.holder, self.expires_at = topic, holder, expires_at
+
+
+class FencingError(RunError):
+    """A write carried a fencing token that is no longer the topic's current one."""
+
+    def __init__(self, topic: str, token: int, current: int, holder: str):
+        super().__init__(Problem(
+            f"topic '{topic}': this runner's lease (token {token}) was taken over by "
+            f"{holder or 'a reset'} (token {current}); its write is rejected",
+            hint="the lease expired while the step ran: the new holder redoes the step; raise the lease TTL if steps are slow",
+            code="fenced",
+        ))
+        self.topic, self.token, self.current = topic, token, current
+
+
+class StateStore(ABC):
+    """Offsets, leases and the step log. Every method is one atomic operation."""
+
+    @abstractmethod
+    def get(self, topic: str) -> Offset | None: ...
+
+    @abstractmethod
+    def offsets(self) -> list[Offset]:
+        """All topics, sorted by name."""
+
+    @abstractmethod
+    def acquire(self, topic: str, holder: str, ttl_seconds: float, now: datetime) -> Lease:
+        """Take the topic's lease (new token); LeaseHeld if another holder's lease is live."""
+
+    @abstractmethod
+    def renew(self, lease: Lease, ttl_seconds: float, now: datetime) -> Lease:
+        """Extend a lease still current (FencingError if it was taken over)."""
+
+    @abstractmethod
+    def release(self, lease: Lease) -> None:
+        """Give the lease up; a no-op if it was already taken over."""
+
+    @abstractmethod
+    def set_next(self, lease: Lease, next: Position, now: datetime) -> None:
+        """Write the planned ``next`` position (fenced)."""
+
+    @abstractmethod
+    def set_state(self, lease: Lease, state: str, now: datetime) -> None:
+        """Write the free-text state, e.g. why the topic waits (fenced)."""
+
+    @abstractmethod
+    def commit(self, lease: Lease, next: Position, rows: int, state: str, now: datetime) -> None:
+        """``last = next = next`` plus rows, run time and state (fenced: FencingError)."""
+
+    @abstractmethod
+    def commit_many(self, commits: Sequence[Commit]) -> None:
+        """Several commits in one transaction: all or none."""
+
+    @abstractmethod
+    def reset(self, topic: str) -> None:
+        """Forget the topic's positions (``--full-refresh``); the lease and token stay."""
+
+    @abstractmethod
+    def log_step(self, row: StepLogRow) -> None: ...
+
+    @abstractmethod
+    def steps(self, topic: str, limit: int = 20) -> list[StepLogRow]:
+        """The topic's latest step log rows, newest first."""
+
+
+def open_state_store(settings: StateSettings) -> StateStore:
+    """The state store a target names (only ``sqlite`` so far)."""
+    if settings.type not in BACKENDS:
+        raise RunError(Problem(f"unknown state store type '{settings.type}'", "project.yml",
+                               hint="state types supported: " + ", ".join(BACKENDS), code="unknown-state-type"))
+    if settings.path is None:
+        raise RunError(Problem("the target's state store has no path", "project.yml",
+                               hint="set targets.<name>.state.path", code="no-state-path"))
+    return SqliteStateStore(Path(settings.path), settings.offsets_table, settings.step_log_table)
+
+
+def default_holder() -> str:
+    """A holder name unique to this process: ``host:pid:random``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def encode_position(position: Position | None) -> str | None:
+    """Positions are stored as JSON arrays.
+
+    >>> encode_position(("2024-01-01T00:00:00", 7))
+    '["2024-01-01T00:00:00", 7]'
+    """
+    return None if position is None else json.dumps(list(position))
+
+
+def decode_position(text: str | None) -> Position | None:
+    """
+    >>> decode_position('["2024-01-01T00:00:00", 7]')
+    ('2024-01-01T00:00:00', 7)
+    """
+    return None if text is None else tuple(json.loads(text))
+
+
+class SqliteStateStore(StateStore):
+    """The embedded default: one SQLite file, WAL journal, ``BEGIN IMMEDIATE`` writes.
+
+    A connection per operation, so one store is safe to share between threads and many
+    processes may open the same file.
+    """
+
+    def __init__(self, path: Path, offsets_table: str = "offsets", step_log_table: str = "step_log"):
+        for name in (offsets_table, step_log_table):
+            if not _IDENTIFIER.match(name):
+                raise RunError(Problem(f"invalid state table name {name!r}", "project.yml",
+                                       hint="use letters, digits and _", code="bad-value"))
+        self.path = Path(path)
+        self.offsets_table, self.step_log_table = offsets_table, step_log_table
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._write() as db:
+            db.execute(f"""CREATE TABLE IF NOT EXISTS {offsets_table} (
+                topic TEXT PRIMARY KEY, last TEXT, next TEXT, rows INTEGER NOT NULL DEFAULT 0, run TEXT,
+                consumer TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT '', hostid TEXT NOT NULL DEFAULT '',
+                lease_expires TEXT, fence INTEGER NOT NULL DEFAULT 0)""")
+            db.execute(f"""CREATE TABLE IF NOT EXISTS {step_log_table} (
+                id INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT NOT NULL, ts TEXT NOT NULL, rows INTEGER NOT NULL,
+                last TEXT, next TEXT, min_pos TEXT, max_pos TEXT, max_lag_seconds REAL, nulls TEXT NOT NULL,
+                query_id TEXT NOT NULL, seconds REAL NOT NULL, consumer TEXT NOT NULL)""")
+            db.execute(f"CREATE INDEX IF NOT EXISTS {step_log_table}_topic ON {step_log_table} (topic, id)")
+
+    # -- connections ---------------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        return db
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        db = self._connect()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        finally:
+            db.close()
+
+    def _read(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
+        db = self._connect()
+        try:
+            return db.execute(sql, args).fetchall()
+        finally:
+            db.close()
+
+    # -- reads ---------------------------------------------------------------------------
+    def get(self, topic: str) -> Offset | None:
+        rows = self._read(f"SELECT * FROM {self.offsets_table} WHERE topic = ?", (topic,))
+        return _offset(rows[0]) if rows else None
+
+    def offsets(self) -> list[Offset]:
+        return [_offset(r) for r in self._read(f"SELECT * FROM {self.offsets_table} ORDER BY topic")]
+
+    def steps(self, topic: str, limit: int = 20) -> list[StepLogRow]:
+        rows = self._read(f"SELECT * FROM {self.step_log_table} WHERE topic = ? ORDER BY id DESC LIMIT ?", (topic, limit))
+        return [_step(r) for r in rows]
+
+    # -- leases --------------------------------------------------------------------------
+    def acquire(self, topic: str, holder: str, ttl_seconds: float, now: datetime) -> Lease:
+        with self._write() as db:
+            row = db.execute(f"SELECT * FROM {self.offsets_table} WHERE topic = ?", (topic,)).fetchone()
+            if row is None:
+                db.execute(f"INSERT INTO {self.offsets_table} (topic) VALUES (?)", (topic,))
+                current = Offset(topic)
+            else:
+                current = _offset(row)
+            if current.held_at(now) and current.hostid != holder:
+                raise LeaseHeld(topic, current.hostid, current.lease_expires)
+            lease = Lease(topic, holder, current.fence + 1, now + timedelta(seconds=ttl_seconds))
+            db.execute(f"UPDATE {self.offsets_table} SET hostid = ?, lease_expires = ?, fence = ? WHERE topic = ?",
+                       (holder, _time(lease.expires_at), lease.token, topic))
+            return lease
+
+    def renew(self, lease: Lease, ttl_seconds: float, now: datetime) -> Lease:
+        renewed = Lease(lease.topic, lease.holder, lease.token, now + timedelta(seconds=ttl_seconds))
+        with self._write() as db:
+            self._check(db, lease)
+            db.execute(f"UPDATE {self.offsets_table} SET lease_expires = ? WHERE topic = ?",
+                       (_time(renewed.expires_at), lease.topic))
+        return renewed
+
+    def release(self, lease: Lease) -> None:
+        with self._write() as db:
+            db.execute(f"UPDATE {self.offsets_table} SET hostid = '', lease_expires = NULL WHERE topic = ? AND fence = ?",
+                       (lease.topic, lease.token))
+
+    # -- fenced writes -------------------------------------------------------------------
+    def set_next(self, lease: Lease, next: Position, now: datetime) -> None:
+        with self._write() as db:
+            self._check(db, lease)
+            db.execute(f"UPDATE {self.offsets_table} SET next = ?, run = ?, consumer = ? WHERE topic = ?",
+                       (encode_position(next), _time(now), lease.holder, lease.topic))
+
+    def set_state(self, lease: Lease, state: str, now: datetime) -> None:
+        with self._write() as db:
+            self._check(db, lease)
+            db.execute(f"UPDATE {self.offsets_table} SET state = ?, run = ? WHERE topic = ?", (state, _time(now), lease.topic))
+
+    def commit(self, lease: Lease, next: Position, rows: int, state: str, now: datetime) -> None:
+        self.commit_many([Commit(lease, next, rows, state, now)])
+
+    def commit_many(self, commits: Sequence[Commit]) -> None:
+        with self._write() as db:
+            for item in commits:
+                self._check(db, item.lease)
+                db.execute(
+                    f"UPDATE {self.offsets_table} SET last = ?, next = ?, rows = ?, state = ?, run = ?, consumer = ? WHERE topic = ?",
+                    (encode_position(item.next), encode_position(item.next), item.rows, item.state, _time(item.now),
+                     item.lease.holder, item.lease.topic),
+                )
+
+    def reset(self, topic: str) -> None:
+        with self._write() as db:
+            db.execute(f"UPDATE {self.offsets_table} SET last = NULL, next = NULL, rows = 0, state = 'reset' WHERE topic = ?",
+                       (topic,))
+
+    def log_step(self, row: StepLogRow) -> None:
+        with self._write() as db:
+            db.execute(
+                f"INSERT INTO {self.step_log_table} (topic, ts, rows, last, next, min_pos, max_pos, max_lag_seconds, "
+                "nulls, query_id, seconds, consumer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (row.topic, _time(row.ts), row.rows, encode_position(row.last), encode_position(row.next),
+                 encode_position(row.min_pos), encode_position(row.max_pos), row.max_lag_seconds,
+                 json.dumps(row.nulls, sort_keys=True), row.query_id, row.seconds, row.consumer),
+            )
+
+    def _check(self, db: sqlite3.Connection, lease: Lease) -> None:
+        row = db.execute(f"SELECT fence, hostid FROM {self.offsets_table} WHERE topic = ?", (lease.topic,)).fetchone()
+        if row is None or row["fence"] != lease.token or row["hostid"] != lease.holder:
+            raise FencingError(lease.topic, lease.token, row["fence"] if row else 0, row["hostid"] if row else "")
+
+
+def _time(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        raise ValueError("state store times must be timezone-aware")
+    return value.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
+
+
+def _offset(row: sqlite3.Row) -> Offset:
+    return Offset(
+        topic=row["topic"], last=decode_position(row["last"]), next=decode_position(row["next"]), rows=row["rows"],
+        run=_parse_time(row["run"]), consumer=row["consumer"], state=row["state"], hostid=row["hostid"],
+        lease_expires=_parse_time(row["lease_expires"]), fence=row["fence"],
+    )
+
+
+def _step(row: sqlite3.Row) -> StepLogRow:
+    return StepLogRow(
+        topic=row["topic"], ts=_parse_time(row["ts"]), rows=row["rows"], last=decode_position(row["last"]),
+        next=decode_position(row["next"]), min_pos=decode_position(row["min_pos"]),
+        max_pos=decode_position(row["max_pos"]), max_lag_seconds=row["max_lag_seconds"],
+        nulls=json.loads(row["nulls"]), query_id=row["query_id"], seconds=row["seconds"], consumer=row["consumer"],
+    )
