@@ -13,6 +13,7 @@ from typing import Any, Iterable
 from . import materialize
 from .compile import Manifest, Model
 from .graph import node_name
+from .lineage import Lineage, lineage
 from .parse import pretty
 
 MANIFEST_VERSION = 1
@@ -42,7 +43,9 @@ def write_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -
         items = materialize.statements(model)
         if items is not None:
             written.append(_write(target / "run" / f"{stem}.sql", materialize.script(model, items)))
-    written.append(_write(target / "manifest.json", json.dumps(manifest_dict(manifest), indent=2, sort_keys=True) + "\n"))
+    traced = lineage(manifest)
+    written.append(_write(target / "lineage.json", json.dumps(traced.to_dict(), indent=2, sort_keys=True) + "\n"))
+    written.append(_write(target / "manifest.json", json.dumps(manifest_dict(manifest, traced), indent=2, sort_keys=True) + "\n"))
     return written
 
 
@@ -53,14 +56,15 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def manifest_dict(manifest: Manifest) -> dict[str, Any]:
+def manifest_dict(manifest: Manifest, traced: Lineage | None = None) -> dict[str, Any]:
     graph = manifest.graph
+    traced = traced or lineage(manifest)
     return {
         "manifest_version": MANIFEST_VERSION,
         "project": {"name": manifest.project.name, "version": manifest.project.version},
         "target": manifest.target,
         "sources": {sid: s.to_dict() for sid, s in manifest.sources.items()},
-        "models": {name: _model_dict(m, manifest) for name, m in manifest.models.items()},
+        "models": {name: {**_model_dict(m, manifest), "lineage": traced.model_dict(name)} for name, m in manifest.models.items()},
         "order": manifest.order(),
         "children": {node_name(n): sorted(node_name(c) for c in graph.successors(n)) for n in sorted(graph)},
         "warnings": [p.format() for p in manifest.warnings],

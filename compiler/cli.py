@@ -112,6 +112,53 @@ def run(obj: _Context, select, exclude, target, threads) -> None:
         sys.exit(EXIT_RUN_FAILED)
 
 
+@cli.command(name="lineage")
+@click.argument("column")
+@click.option("--upstream", "direction", flag_value="upstream", help="Only where the column comes from.")
+@click.option("--downstream", "direction", flag_value="downstream", help="Only what is computed from it.")
+@_target
+@click.pass_obj
+def lineage_command(obj: _Context, column, direction, target) -> None:
+    """Column lineage of MODEL[.COLUMN] (or DATABASE.SOURCE[.COLUMN]), upstream and downstream."""
+    from .lineage import find_columns, lineage, lineage_tree
+
+    manifest = obj.manifest(target)
+    traced = lineage(manifest)
+    for ref in find_columns(manifest, traced, column):
+        up, down = lineage_tree(traced, ref), lineage_tree(traced, ref, downstream=True)
+        click.echo("\n".join({"upstream": up, "downstream": down}.get(direction) or up + down[1:]))
+
+
+@cli.group()
+def docs() -> None:
+    """The static docs site in target/docs/."""
+
+
+@docs.command(name="generate")
+@_target
+@click.pass_obj
+def docs_generate(obj: _Context, target) -> None:
+    """Compile, then write the docs site to target/docs/ (opens from file:// too)."""
+    from .artifacts import write_artifacts
+    from .docs import generate_docs
+
+    started = time.monotonic()
+    manifest = obj.manifest(target)
+    write_artifacts(manifest)
+    index = generate_docs(manifest)
+    click.echo(f"wrote {index} in {time.monotonic() - started:.2f}s")
+
+
+@docs.command(name="serve")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="0 picks a free port.")
+@click.pass_obj
+def docs_serve(obj: _Context, port) -> None:
+    """Serve target/docs/ on http://127.0.0.1:PORT until Ctrl+C (run `docs generate` first)."""
+    from .docs import serve_docs
+
+    serve_docs(obj.project().target_dir / "docs", port, echo=click.echo)
+
+
 @cli.group()
 def demo() -> None:
     """Create and change the demo project's source tables."""

@@ -1,0 +1,429 @@
+"""Column-level lineage: for every model output column, the model and source columns it comes from.
+
+Pure: a Manifest in, a Lineage out (no Spark, no state, no clock). Each model is qualified once
+against the known schemas (source columns from ``lineage/*.yml``, output columns of upstream
+models), its per-column *direct* parents are read from sqlglot scopes, and transitive lineage
+is composed through the DAG from those edges (memoized), never by re-parsing upstream SQL.
+
+Every edge says how the value travels: ``copy`` (the column as is), ``expression`` (computed
+from it) or ``aggregate`` (through an aggregate function). Besides output columns, each model
+records the input columns it *uses* anywhere (select, join, where, group by): for an MV this
+is what decides whether a change of a dictionary column is relevant. Where a schema is
+unknown the lineage says so instead of guessing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.scope import Scope, build_scope
+from sqlglot.schema import MappingSchema
+
+from .errors import Problem, SelectionError
+from .graph import model_id, node_name, source_id
+from .parse import DIALECT, table_name
+
+if TYPE_CHECKING:
+    from .compile import Manifest
+
+COPY, EXPRESSION, AGGREGATE = "copy", "expression", "aggregate"
+_RANK = {COPY: 0, EXPRESSION: 1, AGGREGATE: 2}
+LINEAGE_VERSION = 1
+
+
+@dataclass(frozen=True, order=True)
+class ColumnRef:
+    """One column of a graph node (``model.x``, ``source.db.t``, or ``table.db.t`` if undeclared)."""
+
+    node: str
+    column: str
+
+    def __str__(self) -> str:
+        return f"{node_name(self.node)}.{self.column}"
+
+
+@dataclass(frozen=True, order=True)
+class Edge:
+    """``ref`` feeds a column by ``transform`` (copy | expression | aggregate)."""
+
+    ref: ColumnRef
+    transform: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"node": self.ref.node, "column": self.ref.column, "transform": self.transform}
+
+
+@dataclass
+class ModelLineage:
+    """What one model's query reads: direct parents per output column, and every input column used."""
+
+    columns: dict[str, tuple[Edge, ...]]
+    uses: dict[str, tuple[str, ...]]
+    types: dict[str, str | None] = field(default_factory=dict)
+    unknown: dict[str, str] = field(default_factory=dict)  # column (or "*") → why its lineage is unknown
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "columns": {c: [e.to_dict() for e in edges] for c, edges in self.columns.items()},
+            "types": dict(self.types),
+            "uses": {node: list(cols) for node, cols in sorted(self.uses.items())},
+            "unknown": dict(sorted(self.unknown.items())),
+        }
+
+
+@dataclass
+class Lineage:
+    """Lineage of a whole project: direct edges per model plus memoized transitive walks."""
+
+    models: dict[str, ModelLineage]
+    _up: dict[ColumnRef, tuple[Edge, ...]] = field(default_factory=dict, repr=False)
+    _down: dict[ColumnRef, tuple[Edge, ...]] | None = field(default=None, repr=False)
+
+    def parents(self, ref: ColumnRef) -> tuple[Edge, ...]:
+        """Direct parents of a column (empty for sources and unknown columns)."""
+        model = self.models.get(node_name(ref.node)) if ref.node.startswith("model.") else None
+        return model.columns.get(ref.column, ()) if model else ()
+
+    def children(self, ref: ColumnRef) -> tuple[Edge, ...]:
+        """Direct children of a column: the model columns computed from it."""
+        if self._down is None:
+            down: dict[ColumnRef, list[Edge]] = {}
+            for name, model in self.models.items():
+                for column, edges in model.columns.items():
+                    for edge in edges:
+                        down.setdefault(edge.ref, []).append(Edge(ColumnRef(model_id(name), column), edge.transform))
+            self._down = {ref: tuple(sorted(set(edges))) for ref, edges in down.items()}
+        return self._down.get(ref, ())
+
+    def upstream(self, ref: ColumnRef) -> tuple[Edge, ...]:
+        """Every column ``ref`` comes from, at any depth, with the composed transform."""
+        if ref not in self._up:
+            self._up[ref] = _compose(self.parents(ref), self.upstream)
+        return self._up[ref]
+
+    def downstream(self, ref: ColumnRef) -> tuple[Edge, ...]:
+        """Every model column computed from ``ref``, at any depth."""
+        return _walk(ref, self.children)
+
+    def source_columns(self, ref: ColumnRef) -> tuple[Edge, ...]:
+        """The leaves of ``upstream``: source (and undeclared table) columns only."""
+        return tuple(e for e in self.upstream(ref) if not e.ref.node.startswith("model."))
+
+    def model_dict(self, name: str) -> dict[str, Any] | None:
+        """One model's entry: direct edges, types, uses, unknowns and the source columns reached."""
+        model = self.models.get(name)
+        if model is None:
+            return None
+        entry = model.to_dict()
+        entry["sources"] = {
+            column: [e.to_dict() for e in self.source_columns(ColumnRef(model_id(name), column))]
+            for column in model.columns
+        }
+        return entry
+
+    def to_dict(self) -> dict[str, Any]:
+        """``target/lineage.json``: every model's entry (see ``model_dict``)."""
+        return {"lineage_version": LINEAGE_VERSION, "models": {name: self.model_dict(name) for name in self.models}}
+
+
+def _compose(parents: Iterable[Edge], upstream) -> tuple[Edge, ...]:
+    best: dict[ColumnRef, str] = {}
+    for edge in parents:
+        for found in (edge, *(Edge(e.ref, _worse(edge.transform, e.transform)) for e in upstream(edge.ref))):
+            known = best.get(found.ref)
+            # Through several paths, report the most direct one.
+            if known is None or _RANK[found.transform] < _RANK[known]:
+                best[found.ref] = found.transform
+    return tuple(sorted(Edge(ref, transform) for ref, transform in best.items()))
+
+
+def _walk(ref: ColumnRef, step) -> tuple[Edge, ...]:
+    seen: dict[ColumnRef, Edge] = {}
+    stack = list(step(ref))
+    while stack:
+        edge = stack.pop()
+        if edge.ref not in seen:
+            seen[edge.ref] = edge
+            stack.extend(step(edge.ref))
+    return tuple(sorted(seen.values()))
+
+
+def _worse(a: str, b: str) -> str:
+    return a if _RANK[a] >= _RANK[b] else b
+
+
+def lineage(manifest: Manifest) -> Lineage:
+    """Column lineage of every model of a compiled project (models in DAG order)."""
+    nodes = {s.id.lower(): source_id(s.id) for s in manifest.sources.values()}
+    nodes.update({m.relation: model_id(m.name) for m in manifest.models.values()})
+    schema = MappingSchema(manifest.schema(), dialect=DIALECT)
+    types: dict[ColumnRef, str | None] = {}
+    known: dict[str, list[str]] = {}  # node → its declared/inferred column names
+    for source in manifest.sources.values():
+        known[source_id(source.id)] = [c.name for c in source.columns]
+        types.update({ColumnRef(source_id(source.id), c.name): _type_name(c.type) for c in source.columns})
+    models: dict[str, ModelLineage] = {}
+    for name in manifest.order():
+        model = manifest.models[name]
+        if model.ast is None:
+            continue
+        result = model_lineage(model.ast, schema, nodes, known, types, model.columns)
+        models[name] = result
+        known[model_id(name)] = list(result.columns) if model.columns is not None else []
+        types.update({ColumnRef(model_id(name), c): t for c, t in result.types.items()})
+    return Lineage(dict(sorted(models.items())))
+
+
+def model_lineage(
+    query: exp.Query,
+    schema: MappingSchema | Mapping[str, Any],
+    nodes: Mapping[str, str] | None = None,
+    known: Mapping[str, list[str]] | None = None,
+    types: Mapping[ColumnRef, str | None] | None = None,
+    names: list[str] | None = None,
+) -> ModelLineage:
+    """Direct lineage of one query: each output column's parent columns, and the input columns used.
+
+    ``nodes`` maps table names (``db.t``) to graph ids; ``known`` lists the columns of nodes whose
+    schema is known; ``types`` gives parent column types; ``names`` the output column names.
+    The caller's AST is not modified.
+
+    >>> from sqlglot import parse_one
+    >>> q = parse_one("select o.id, o.a + s.b as total from d.o as o join d.s as s on s.id = o.id")
+    >>> result = model_lineage(q, {"d": {"o": {"id": "int", "a": "int"}, "s": {"id": "int", "b": "int"}}})
+    >>> [str(e.ref) + " " + e.transform for e in result.columns["total"]]
+    ['d.o.a expression', 'd.s.b expression']
+    >>> result.uses
+    {'table.d.o': ('a', 'id'), 'table.d.s': ('b', 'id')}
+    """
+    tracer = _Tracer(schema, nodes or {}, known, types or {})
+    return tracer.run(query, names)
+
+
+class _Tracer:
+    def __init__(self, schema, nodes: Mapping[str, str], known, types):
+        self.schema = schema
+        self.nodes = nodes
+        self.known = known
+        self.types = types
+        self.memo: dict[tuple[int, int], tuple[tuple[Edge, ...], str | None]] = {}
+        self.uses: dict[str, set[str]] = {}
+        self.unknown: dict[str, str] = {}
+
+    def run(self, query: exp.Query, names: list[str] | None) -> ModelLineage:
+        try:
+            qualified = qualify(query.copy(), schema=self.schema, dialect=DIALECT, validate_qualify_columns=False,
+                                quote_identifiers=False, identify=False)
+            root = build_scope(qualified)
+        except (SqlglotError, KeyError, ValueError) as exc:
+            return ModelLineage({}, {}, unknown={"*": f"the query could not be analysed: {str(exc).splitlines()[0]}"})
+        if root is None:
+            return ModelLineage({}, {}, unknown={"*": "the query could not be analysed"})
+        selects = _leftmost(root).expression.selects
+        columns: dict[str, tuple[Edge, ...]] = {}
+        types: dict[str, str | None] = {}
+        for index, projection in enumerate(selects):
+            name = names[index] if names and index < len(names) else projection.alias_or_name
+            if isinstance(projection, exp.Star) or (isinstance(projection, exp.Column) and projection.is_star):
+                self.unknown["*"] = self._star_reason(_leftmost(root))
+                continue
+            edges, why = self._projection(root, index)
+            columns[name] = edges
+            types[name] = self._type(_leftmost(root).expression.selects[index], edges)
+            if why:
+                self.unknown[name] = why
+        for scope in root.traverse():
+            self._collect_uses(scope)
+        uses = {node: tuple(sorted(cols)) for node, cols in sorted(self.uses.items())}
+        return ModelLineage(columns, uses, types, self.unknown)
+
+    def _projection(self, scope: Scope, index: int) -> tuple[tuple[Edge, ...], str | None]:
+        key = (id(scope), index)
+        if key not in self.memo:
+            self.memo[key] = self._trace_projection(scope, index)
+        return self.memo[key]
+
+    def _trace_projection(self, scope: Scope, index: int) -> tuple[tuple[Edge, ...], str | None]:
+        if scope.set_operation_scopes:
+            return self._merge(self._projection(s, index) for s in scope.set_operation_scopes)
+        selects = scope.expression.selects if isinstance(scope.expression, exp.Query) else []
+        if index >= len(selects):
+            return (), "a set operation's branches have different numbers of columns"
+        projection = selects[index]
+        body = projection.unalias()
+        transform = COPY if isinstance(body, exp.Column) else AGGREGATE if _has_aggregate(body) else EXPRESSION
+        results = []
+        for column in _own_columns(body):
+            edges, why = self._column(scope, column)
+            results.append((tuple(Edge(e.ref, _worse(transform, e.transform)) for e in edges), why))
+        for subquery in (n for n in _own_nodes(body) if isinstance(n, exp.Subquery)):
+            inner = next((s for s in scope.subquery_scopes if s.expression is subquery.this), None)
+            if inner is not None and inner.expression.selects:
+                edges, why = self._projection(inner, 0)
+                results.append((tuple(Edge(e.ref, _worse(EXPRESSION, e.transform)) for e in edges), why))
+        return self._merge(results)
+
+    def _column(self, scope: Scope, column: exp.Column) -> tuple[tuple[Edge, ...], str | None]:
+        if not column.table:
+            return (), f"column {column.name} could not be resolved to a table{self._unknown_tables(scope)}"
+        source = _find_source(scope, column.table)
+        if isinstance(source, exp.Table):
+            node = self._node(source)
+            why = None if self._is_known(node) else f"table {node_name(node)} has no declared columns"
+            return (Edge(ColumnRef(node, self._column_name(node, column.name)), COPY),), why
+        if isinstance(source, Scope):
+            names = _leftmost(source).expression.named_selects
+            lowered = [n.lower() for n in names]
+            if column.name.lower() in lowered:
+                return self._projection(source, lowered.index(column.name.lower()))
+            return (), f"column {column.name} is not an output of {column.table}"
+        return (), f"column {column.table}.{column.name} comes from a table function mvflow does not trace"
+
+    def _collect_uses(self, scope: Scope) -> None:
+        for column in scope.columns:
+            if not column.table:
+                continue
+            source = _find_source(scope, column.table)
+            if isinstance(source, exp.Table):
+                node = self._node(source)
+                self.uses.setdefault(node, set()).add(self._column_name(node, column.name))
+        for star in scope.stars:
+            source = _find_source(scope, star.table) if isinstance(star, exp.Column) and star.table else None
+            tables = [source] if isinstance(source, exp.Table) else [s for s in scope.sources.values() if isinstance(s, exp.Table)]
+            for table in tables:
+                self.uses.setdefault(self._node(table), set()).add("*")
+
+    def _merge(self, results: Iterable[tuple[tuple[Edge, ...], str | None]]) -> tuple[tuple[Edge, ...], str | None]:
+        best: dict[ColumnRef, str] = {}
+        reasons: list[str] = []
+        for edges, why in results:
+            for edge in edges:
+                if edge.ref not in best or _RANK[edge.transform] < _RANK[best[edge.ref]]:
+                    best[edge.ref] = edge.transform
+            if why and why not in reasons:
+                reasons.append(why)
+        return tuple(sorted(Edge(r, t) for r, t in best.items())), "; ".join(reasons) or None
+
+    def _node(self, table: exp.Table) -> str:
+        name = table_name(table)
+        return self.nodes.get(name) or f"table.{name}"
+
+    def _is_known(self, node: str) -> bool:
+        if self.known is None:
+            return True
+        return bool(self.known.get(node))
+
+    def _column_name(self, node: str, name: str) -> str:
+        """The declared spelling of a column (qualify lower-cases unquoted identifiers)."""
+        for declared in (self.known or {}).get(node) or ():
+            if declared.lower() == name.lower():
+                return declared
+        return name
+
+    def _type(self, projection: exp.Expression, edges: tuple[Edge, ...]) -> str | None:
+        body = projection.unalias()
+        if isinstance(body, exp.Cast):
+            return body.to.sql(dialect=DIALECT).lower()
+        if isinstance(body, exp.Column) and len(edges) == 1:
+            return self.types.get(edges[0].ref)
+        if isinstance(body, exp.Count):
+            return "bigint"
+        if isinstance(body, exp.Literal):
+            return "string" if body.is_string else None
+        if isinstance(body, exp.Boolean) or isinstance(body, exp.Predicate):
+            return "boolean"
+        return None
+
+    def _unknown_tables(self, scope: Scope) -> str:
+        unknown = sorted(node_name(self._node(s)) for s in scope.sources.values()
+                         if isinstance(s, exp.Table) and not self._is_known(self._node(s)))
+        return f" (table {', '.join(unknown)} has no declared columns)" if unknown else ""
+
+    def _star_reason(self, scope: Scope) -> str:
+        unknown = self._unknown_tables(scope)
+        return f"`*` cannot be expanded{unknown}" if unknown else "`*` cannot be expanded"
+
+
+def _type_name(declared: str | None) -> str | None:
+    """A declared type in Spark's spelling, so declared and inferred types compare equal."""
+    if not declared:
+        return None
+    try:
+        return exp.DataType.build(declared, dialect=DIALECT).sql(dialect=DIALECT).lower()
+    except (SqlglotError, ValueError):
+        return declared
+
+
+def _leftmost(scope: Scope) -> Scope:
+    while scope.set_operation_scopes:
+        scope = scope.set_operation_scopes[0]
+    return scope
+
+
+def _find_source(scope: Scope | None, name: str):
+    while scope is not None:
+        if name in scope.sources:
+            return scope.sources[name]
+        scope = scope.parent
+    return None
+
+
+def _own_columns(expression: exp.Expression) -> list[exp.Column]:
+    """Columns of an expression, not those inside its subqueries (they belong to other scopes)."""
+    return [n for n in _own_nodes(expression) if isinstance(n, exp.Column)]
+
+
+def _own_nodes(expression: exp.Expression):
+    return expression.walk(prune=lambda n: isinstance(n, exp.Subquery))
+
+
+def _has_aggregate(expression: exp.Expression) -> bool:
+    return any(isinstance(n, exp.AggFunc) and not isinstance(n.parent, exp.Window) for n in _own_nodes(expression))
+
+
+def find_columns(manifest: Manifest, traced: Lineage, text: str) -> list[ColumnRef]:
+    """The columns ``mvflow lineage`` asks about: ``model``, ``model.column``, ``db.source[.column]``."""
+    models = {m: list(traced.models[m].columns) if m in traced.models else [] for m in manifest.models}
+    sources = {s.id: [c.name for c in s.columns] for s in manifest.sources.values()}
+    for names, node_of in ((models, model_id), (sources, source_id)):
+        if text in names:
+            return [ColumnRef(node_of(text), c) for c in names[text]]
+        owner, _, column = text.rpartition(".")
+        if owner in names:
+            match = next((c for c in names[owner] if c.lower() == column.lower()), None)
+            if match is None:
+                raise SelectionError(Problem(f"{owner} has no column '{column}'", code="unknown-column",
+                                             hint="known columns: " + (", ".join(names[owner]) or "none (its schema is unknown)")))
+            return [ColumnRef(node_of(owner), match)]
+    raise SelectionError(Problem(f"no model or source '{text}'", code="unknown-model",
+                                 hint="write a model name, model.column, or database.source.column"))
+
+
+def lineage_tree(traced: Lineage, ref: ColumnRef, downstream: bool = False) -> list[str]:
+    """Indented lines of a column's lineage; a column already shown is not expanded again.
+
+    >>> from sqlglot import parse_one
+    >>> m = model_lineage(parse_one("select t.a + 1 as b from d.t as t"), {"d": {"t": {"a": "int"}}})
+    >>> print("\\n".join(lineage_tree(Lineage({"m": m}), ColumnRef("model.m", "b"))))
+    m.b
+      <- d.t.a (expression)
+    """
+    step, arrow = (traced.children, "->") if downstream else (traced.parents, "<-")
+    lines = [str(ref)]
+    why = traced.models[node_name(ref.node)].unknown.get(ref.column) if ref.node.startswith("model.") and node_name(ref.node) in traced.models else None
+    if why and not downstream:
+        lines.append(f"  ? unknown: {why}")
+    seen: set[ColumnRef] = set()
+    stack = [(edge, 1) for edge in reversed(step(ref))]
+    while stack:
+        edge, depth = stack.pop()
+        again = edge.ref in seen and bool(step(edge.ref))
+        lines.append(f"{'  ' * depth}{arrow} {edge.ref} ({edge.transform}){' (shown above)' if again else ''}")
+        if edge.ref not in seen:
+            seen.add(edge.ref)
+            stack.extend((e, depth + 1) for e in reversed(step(edge.ref)))
+    return lines
