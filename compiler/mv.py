@@ -1,0 +1,947 @@
+"""MV models: the shape of an ``mv`` SELECT and everything mvflow derives from it (pure).
+
+An ``mv`` is ``SELECT … FROM main m [INNER|LEFT] JOIN x ON … [WHERE …]``, or several such
+parts combined with ``UNION ALL`` (each with its own main source and a constant
+discriminator column in the key). Every join binds the joined input's whole primary key
+(to columns of inputs joined before it, or to literals), so one main row gives at most one
+MV row and the MV's unique key is the main source's primary key (per part), possibly
+computed from main key columns.
+
+``mv_plan`` validates the SELECT in phases (shape → names → keys; a phase with errors stops
+the next) and derives, as sqlglot ASTs printed with the Spark dialect:
+
+- per input, its **key query**: changed keys of the input → affected main keys. Inputs
+  joined by key walk the join tree back to the main source (a *forward* query over the
+  current sources) and/or look the MV itself up by **hidden key columns**
+  (``_mvflow_k_<alias>_<col>``) holding, for every MV row, the key each join looked for at
+  the last refresh: that finds rows whose old state matters (a re-pointed join column, a
+  deleted intermediate or dictionary row, a row that stopped passing WHERE). When an input's
+  join columns already give the main key, the changed keys *are* the affected keys (direct
+  foreign-key shortcut). An input joined only by literals affects every key.
+- the **refresh query**: the MV SELECT (plus hidden columns) restricted to affected keys;
+- the **state query**: the MV's current rows from its base table and delta table;
+- the **change queries** per input change mode.
+
+Run-time names: key sets live in Spark temporary views named by ``view_name`` (the runtime
+creates them); physical tables are bound through ``IDENTIFIER(:param)`` markers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable
+
+from sqlglot import exp
+
+from .errors import CompileError, Problem
+from .parse import pretty, table_name
+
+if TYPE_CHECKING:
+    from .compile import Manifest, Model
+
+HIDDEN_PREFIX = "_mvflow_"
+BATCH = "_mvflow_batch"
+DELETED = "_mvflow_deleted"
+FOUND = "_mvflow_found"
+RANK = "_mvflow_rank"
+
+#: stable problem codes, in the order of the phases that report them
+CODES = (
+    "mv-set-operation", "mv-aggregate", "mv-distinct", "mv-window", "mv-subquery", "mv-order-limit", "mv-star",
+    "mv-join-kind", "mv-join-condition",
+    "mv-unknown-alias", "mv-unqualified-column", "mv-unknown-column", "mv-unmappable-input", "mv-no-key",
+    "mv-join-not-unique", "mv-key-not-derivable", "mv-union-discriminator",
+)
+_SUGGEST_TABLE = "an mv is refreshed by key from joins only: use materialized='table' for this query"
+
+
+# -- the plan ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InputInfo:
+    """One table the MV reads (a source or a model), whatever aliases it has."""
+
+    id: str  # source id (db.name) or model name
+    relation: str  # the name in the SQL
+    mode: str  # position | changes | dictionary | table | mv
+    key: tuple[str, ...]
+    used_columns: tuple[str, ...]  # key first, then the columns the MV reads, sorted
+    position: tuple[str, ...] = ()  # position columns (position / changes modes)
+    feed: str | None = None  # change feed table (changes mode)
+
+    @property
+    def slug(self) -> str:
+        return self.id.replace(".", "_")
+
+
+@dataclass(frozen=True)
+class Link:
+    """One joined alias: how it hangs off the aliases before it."""
+
+    alias: str
+    input: str
+    side: str  # inner | left
+    on: exp.Expression
+    parents: tuple[str, ...]
+    bound: tuple[tuple[str, exp.Column], ...]  # key column → the parent column it must equal
+    literals: tuple[tuple[str, exp.Expression], ...]  # key column → literal it must equal
+    line: int
+
+    @property
+    def constant(self) -> bool:
+        """Joined only by literals: one row for every MV row."""
+        return not self.bound
+
+
+@dataclass(frozen=True)
+class Part:
+    """One SELECT of the MV (the only one unless UNION ALL)."""
+
+    index: int
+    select: exp.Select
+    main_alias: str
+    main_input: str
+    main_key: tuple[str, ...]
+    links: tuple[Link, ...]
+    key_exprs: tuple[exp.Expression, ...]  # per MV key column, over the main alias
+    main_key_columns: tuple[str, ...]  # per main key column, the MV column (visible or hidden) holding it
+    hidden: tuple[tuple[str, exp.Expression], ...]  # hidden columns this part fills
+    discriminator: tuple[str, exp.Expression] | None = None
+
+    def link(self, alias: str) -> Link:
+        return next(link for link in self.links if link.alias == alias)
+
+    def descendants(self, alias: str) -> set[str]:
+        """Aliases whose join depends on ``alias``, directly or not."""
+        found: set[str] = set()
+        frontier = {alias}
+        while frontier:
+            frontier = {l.alias for l in self.links if set(l.parents) & frontier} - found
+            found |= frontier
+        return found
+
+    def ancestors(self, alias: str) -> list[str]:
+        """Aliases ``alias``'s join depends on, in join order (main first)."""
+        needed: set[str] = set()
+        frontier = set(self.link(alias).parents)
+        while frontier:
+            needed |= frontier
+            frontier = {p for a in frontier if a != self.main_alias for p in self.link(a).parents} - needed
+        return [a for a in [self.main_alias, *(l.alias for l in self.links)] if a in needed]
+
+
+@dataclass(frozen=True)
+class MvPlan:
+    """Everything mvflow knows about one MV; the SQL comes from the functions below."""
+
+    name: str
+    relation: str
+    path: str
+    key: tuple[str, ...]
+    columns: tuple[str, ...]
+    hidden: tuple[str, ...]
+    parts: tuple[Part, ...]
+    inputs: dict[str, InputInfo]
+    warnings: tuple[Problem, ...] = ()
+
+    @property
+    def all_columns(self) -> tuple[str, ...]:
+        return self.columns + self.hidden
+
+    def topic(self, input_id: str | None = None) -> str:
+        """State-store topic of the MV (its lease and batch) or of one of its inputs."""
+        return self.name if input_id is None else f"{self.name}:{input_id}"
+
+    def view_name(self, what: str) -> str:
+        """Name of a run-time temporary view of this MV (``changed_<input>``, ``affected_p0``…)."""
+        return f"mvflow_{self.name}_{what}"
+
+    def table_name(self, what: str) -> str:
+        """Physical helper table of this MV (``base_a``, ``delta_a``, ``changes``, ``snap_<input>``)."""
+        return f"{self.relation}__mvflow_{what}"
+
+
+# -- entry point -------------------------------------------------------------------------
+def mv_plan(model: "Model", manifest: "Manifest") -> MvPlan:
+    """Validate an ``mv`` model and derive its plan; every problem of the failing phase is raised.
+
+    >>> from compiler.mv import plan_from_sql
+    >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
+    ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))})
+    >>> plan.key, plan.hidden
+    (('id',), ('_mvflow_k_c_id',))
+    """
+    return _Analyzer(model.name, model.relation, model.path, _line_offset(model), model.ast,
+                     _catalog(manifest, model), tuple(getattr(model.kind, "unique_key", ()) or ())).plan()
+
+
+def plan_from_sql(sql: str, inputs: dict[str, tuple[str, tuple[str, ...]]], unique_key: tuple[str, ...] = (),
+                  name: str = "mv", columns: dict[str, tuple[str, ...]] | None = None) -> MvPlan:
+    """A plan from bare SQL and ``{table: (mode, key)}`` (tests, docs examples)."""
+    from .parse import parse_select
+
+    catalog = {t: _Input(t, t, mode, tuple(key), (columns or {}).get(t)) for t, (mode, key) in inputs.items()}
+    return _Analyzer(name, f"db.{name}", f"models/{name}.sql", 0, parse_select(sql, f"models/{name}.sql"),
+                     catalog, tuple(unique_key)).plan()
+
+
+@dataclass(frozen=True)
+class _Input:
+    id: str
+    relation: str
+    mode: str | None  # None: cannot be mapped (a view, a fact, an undeclared table)
+    key: tuple[str, ...]
+    columns: tuple[str, ...] | None
+    position: tuple[str, ...] = ()
+    feed: str | None = None
+    why: str = ""
+
+
+def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
+    """Every table the MV may read, by relation name."""
+    catalog: dict[str, _Input] = {}
+    for source in manifest.sources.values():
+        columns = tuple(c.name for c in source.columns) or None
+        catalog[source.id.lower()] = _Input(
+            source.id, source.id.lower(), source.change_mode, tuple(source.primary_key), columns,
+            position=tuple(source.changes.position if source.changes else source.position),
+            feed=source.changes.table if source.changes else None)
+    for other in manifest.models.values():
+        if other.name == model.name:
+            continue
+        kind = other.kind.name
+        mode = kind if kind in ("table", "mv") else None
+        key = tuple(getattr(other.kind, "unique_key", ()) or ())
+        if kind == "mv" and not key:
+            key = _mv_key_of(other, manifest)
+        why = "" if mode else f"model '{other.name}' is a {kind}: mvflow cannot see which of its rows change"
+        columns = tuple(other.columns) if other.columns else None
+        catalog[other.relation] = _Input(other.name, other.relation, mode, key, columns,
+                                         position=(BATCH,) if kind == "mv" else (), why=why)
+    return catalog
+
+
+def _mv_key_of(other: "Model", manifest: "Manifest") -> tuple[str, ...]:
+    try:
+        return mv_plan(other, manifest).key
+    except CompileError:
+        return ()
+
+
+def _line_offset(model: "Model") -> int:
+    """Lines the rendered SQL lost at its top (a leading ``config()`` line renders empty and is stripped)."""
+    first = model.sql.lstrip().splitlines()[0].strip() if model.sql.strip() else ""
+    for number, line in enumerate(model.raw_sql.splitlines()):
+        if first and line.strip() == first:
+            return number
+    return 0
+
+
+# -- analysis ----------------------------------------------------------------------------
+class _Analyzer:
+    """Runs the validation phases over one MV SELECT; ``plan()`` raises or returns the plan."""
+
+    def __init__(self, name: str, relation: str, path: str, offset: int, ast: exp.Query,
+                 catalog: dict[str, _Input], unique_key: tuple[str, ...]):
+        self.name, self.relation, self.path, self.offset = name, relation, path, offset
+        self.ast = ast.copy()
+        self.catalog = catalog
+        self.unique_key = unique_key
+        self.problems: list[Problem] = []
+        self.warnings: list[Problem] = []
+
+    def problem(self, node: exp.Expression | None, code: str, message: str, hint: str | None = None) -> None:
+        self.problems.append(Problem(f"mv '{self.name}': {message}", self.path, self._line(node), hint=hint, code=code))
+
+    def _line(self, node: exp.Expression | None) -> int | None:
+        if node is None:
+            return None
+        for item in node.walk():
+            line = item.meta.get("line") if isinstance(item, exp.Expression) else None
+            if line:
+                return int(line) + self.offset
+        return None
+
+    def _stop_if_any(self) -> None:
+        if self.problems:
+            raise CompileError(sorted(self.problems, key=lambda p: (p.line or 0, p.code)))
+
+    def plan(self) -> MvPlan:
+        selects = self._phase_shape()
+        self._stop_if_any()
+        resolved = [self._phase_names(index, select) for index, select in enumerate(selects)]
+        self._stop_if_any()
+        parts, key, columns = self._phase_keys(selects, resolved)
+        self._stop_if_any()
+        return self._assemble(parts, key, columns)
+
+    # phase 1: shape ----------------------------------------------------------------------
+    def _phase_shape(self) -> list[exp.Select]:
+        if self.ast.args.get("with_") or self.ast.args.get("with"):
+            self.problem(self.ast, "mv-subquery", "WITH (common table expressions) is not supported in an mv", _SUGGEST_TABLE)
+        selects = self._union_parts(self.ast)
+        for select in selects:
+            self._check_select_shape(select)
+        return selects
+
+    def _union_parts(self, query: exp.Expression) -> list[exp.Select]:
+        if isinstance(query, exp.Union) and not query.args.get("distinct"):
+            return self._union_parts(query.left) + self._union_parts(query.right)
+        if isinstance(query, exp.SetOperation):
+            self.problem(query, "mv-set-operation", f"{query.key.upper()} is not supported in an mv",
+                         "combine parts with UNION ALL, each with a constant discriminator column in the key")
+            return []
+        if isinstance(query, exp.Subquery):
+            return self._union_parts(query.this)
+        if not isinstance(query, exp.Select):
+            self.problem(query, "mv-subquery", "an mv is a SELECT or a UNION ALL of SELECTs", _SUGGEST_TABLE)
+            return []
+        return [query]
+
+    def _check_select_shape(self, select: exp.Select) -> None:
+        checks = (
+            (select.args.get("group") or select.args.get("having") or select.find(exp.AggFunc), "mv-aggregate",
+             "aggregates (GROUP BY, HAVING, aggregate functions) are not supported in an mv"),
+            (select.args.get("distinct"), "mv-distinct", "SELECT DISTINCT is not supported in an mv"),
+            (select.find(exp.Window) or select.args.get("qualify"), "mv-window", "window functions are not supported in an mv"),
+            (next((s for s in select.find_all(exp.Subquery, exp.Exists) if s is not select), None)
+             or next((s for s in select.find_all(exp.Select) if s is not select), None),
+             "mv-subquery", "subqueries are not supported in an mv"),
+            (select.args.get("order") or select.args.get("limit") or select.args.get("offset"), "mv-order-limit",
+             "ORDER BY / LIMIT are not supported in an mv"),
+            (select.args.get("laterals"), "mv-subquery", "LATERAL VIEW is not supported in an mv"),
+        )
+        for node, code, message in checks:
+            if node:
+                self.problem(node if isinstance(node, exp.Expression) else select, code, message, _SUGGEST_TABLE)
+        for projection in select.expressions:
+            if isinstance(projection, exp.Star) or (isinstance(projection, exp.Column) and projection.is_star):
+                self.problem(projection, "mv-star", "SELECT * is not supported in an mv",
+                             "list the columns: mvflow derives the key and the hidden columns from them")
+        for join in select.args.get("joins") or []:
+            self._check_join_shape(join)
+
+    def _check_join_shape(self, join: exp.Join) -> None:
+        side, kind = join.args.get("side"), join.args.get("kind")
+        what = " ".join(p for p in (join.args.get("method"), side, kind) if p) or "JOIN"
+        if join.args.get("method") or side not in (None, "LEFT") or kind not in (None, "INNER", "OUTER") \
+                or (kind == "OUTER" and side != "LEFT"):
+            self.problem(join, "mv-join-kind", f"{what} JOIN is not supported in an mv",
+                         "use [INNER] JOIN or LEFT JOIN with ON conditions; the main (leftmost) table gives the key")
+            return
+        if join.args.get("using") or not join.args.get("on"):
+            self.problem(join, "mv-join-kind", "a join without ON conditions is not supported in an mv",
+                         "write ON x.col = y.col AND …")
+            return
+        if not isinstance(join.this, exp.Table):
+            self.problem(join, "mv-subquery", "joining a subquery is not supported in an mv", _SUGGEST_TABLE)
+            return
+        for conjunct in _conjuncts(join.args["on"]):
+            if not _is_equality(conjunct):
+                self.problem(conjunct, "mv-join-condition", f"join condition '{conjunct.sql(dialect='spark')}' is not an equality",
+                             "a join condition is an AND of column = column or column = literal; move other filters to WHERE")
+
+    # phase 2: names ----------------------------------------------------------------------
+    def _phase_names(self, index: int, select: exp.Select) -> dict | None:
+        main = select.args.get("from_") or select.args.get("from")
+        if main is None or not isinstance(main.this, exp.Table):
+            self.problem(select, "mv-subquery", "an mv reads FROM a table (its main source)", _SUGGEST_TABLE)
+            return None
+        tables = [main.this] + [j.this for j in select.args.get("joins") or []]
+        aliases: dict[str, _Input] = {}
+        order: list[str] = []
+        for table in tables:
+            alias = table.alias_or_name.lower()
+            if alias in aliases:
+                self.problem(table, "mv-unknown-alias", f"alias '{alias}' is used twice", "give every table its own alias")
+            source = self._input(table)
+            if source is not None:
+                aliases[alias] = source
+                order.append(alias)
+        if len(order) != len(tables):
+            return None
+        self._qualify(select, order)
+        self._check_columns(select, aliases, order)
+        return {"aliases": aliases, "order": order}
+
+    def _input(self, table: exp.Table) -> _Input | None:
+        name = table_name(table)
+        found = self.catalog.get(name)
+        if found is None:
+            self.problem(table, "mv-unmappable-input", f"{name} is not a declared source or a model",
+                         "declare it in lineage/*.yml (with its primary key and change mode) and use source()")
+            return None
+        if found.mode is None:
+            self.problem(table, "mv-unmappable-input", f"changes of {name} cannot be mapped to MV keys: {found.why}",
+                         "read its sources directly, or make it a 'table' with a unique_key or an 'mv'")
+            return None
+        if not found.key:
+            self.problem(table, "mv-no-key", f"input {name} has no primary key",
+                         "declare primary_key for a source, or unique_key in the model's config")
+            return None
+        return found
+
+    def _qualify(self, select: exp.Select, order: list[str]) -> None:
+        for column in select.find_all(exp.Column):
+            if column.is_star:
+                continue
+            if not column.table:
+                if len(order) == 1:
+                    column.set("table", exp.to_identifier(order[0]))
+                else:
+                    self.problem(column, "mv-unqualified-column", f"column '{column.name}' is not qualified",
+                                 f"write alias.{column.name} (aliases: {', '.join(order)})")
+
+    def _check_columns(self, select: exp.Select, aliases: dict[str, _Input], order: list[str]) -> None:
+        for column in select.find_all(exp.Column):
+            alias = column.table.lower()
+            if not alias or column.is_star:
+                continue
+            if alias not in aliases:
+                self.problem(column, "mv-unknown-alias", f"unknown alias '{alias}' in {column.sql(dialect='spark')}",
+                             f"aliases in this SELECT: {', '.join(order)}")
+                continue
+            known = aliases[alias].columns
+            if known is not None and column.name.lower() not in {c.lower() for c in known}:
+                self.problem(column, "mv-unknown-column", f"{aliases[alias].relation} has no column '{column.name}'",
+                             "columns: " + ", ".join(known))
+        for position, join in enumerate(select.args.get("joins") or [], start=1):
+            visible = set(order[: position + 1])
+            for column in join.args["on"].find_all(exp.Column):
+                alias = column.table.lower()
+                if alias in aliases and alias not in visible:
+                    self.problem(column, "mv-unknown-alias", f"join of '{order[position]}' refers to '{alias}', joined later",
+                                 "a join condition may use only the tables joined before it")
+
+    # phase 3: keys -----------------------------------------------------------------------
+    def _phase_keys(self, selects: list[exp.Select], resolved: list[dict]):
+        links = [self._links(select, info) for select, info in zip(selects, resolved)]
+        columns = _output_names(selects[0])
+        key_positions = self._key_positions(selects, resolved)
+        if key_positions is None:
+            return [], (), columns
+        key = tuple(columns[i] for i in key_positions)
+        parts = []
+        for index, (select, info) in enumerate(zip(selects, resolved)):
+            part = self._part(index, select, info, links[index], key_positions, columns, len(selects))
+            if part is not None:
+                parts.append(part)
+        if len(selects) > 1:
+            self._check_discriminator(selects, key_positions)
+        return parts, key, columns
+
+    def _links(self, select: exp.Select, info: dict) -> list[Link]:
+        links = []
+        for join, alias in zip(select.args.get("joins") or [], info["order"][1:]):
+            links.append(self._link(join, alias, info["aliases"][alias]))
+        return links
+
+    def _link(self, join: exp.Join, alias: str, source: _Input) -> Link:
+        bound: dict[str, exp.Column] = {}
+        literals: dict[str, exp.Expression] = {}
+        parents: set[str] = set()
+        for conjunct in _conjuncts(join.args["on"]):
+            left, right = conjunct.this, conjunct.expression
+            mine, other = (left, right) if _alias_of(left) == alias else (right, left)
+            if _alias_of(mine) != alias:
+                parents |= {_alias_of(c) for c in conjunct.find_all(exp.Column)}
+                continue
+            if isinstance(other, exp.Column):
+                if _alias_of(other) == alias:
+                    self.problem(conjunct, "mv-join-condition", f"'{conjunct.sql(dialect='spark')}' compares '{alias}' with itself",
+                                 "a join condition links the joined table to a table joined before it")
+                    continue
+                parents.add(_alias_of(other))
+                bound.setdefault(mine.name.lower(), other)
+            else:
+                literals.setdefault(mine.name.lower(), other)
+        missing = [k for k in source.key if k.lower() not in bound and k.lower() not in literals]
+        if missing:
+            self.problem(join, "mv-join-not-unique",
+                         f"the join of {source.relation} AS {alias} does not bind its primary key column(s) {', '.join(missing)}: "
+                         "one main row could match several rows",
+                         f"join on the whole key ({', '.join(source.key)}), or use materialized='table'")
+        key = [k.lower() for k in source.key]
+        side = "left" if join.args.get("side") == "LEFT" else "inner"
+        return Link(alias, source.id, side, join.args["on"], tuple(sorted(parents)),
+                    tuple((k, bound[k]) for k in key if k in bound),
+                    tuple((k, literals[k]) for k in key if k not in bound and k in literals),
+                    self._line(join) or 0)
+
+    def _key_positions(self, selects: list[exp.Select], resolved: list[dict]) -> list[int] | None:
+        columns = _output_names(selects[0])
+        if self.unique_key:
+            missing = [k for k in self.unique_key if k.lower() not in columns]
+            if missing:
+                self.problem(selects[0], "mv-key-not-derivable", f"unique_key column(s) {', '.join(missing)} are not selected",
+                             "unique_key names output columns of the SELECT")
+                return None
+            return [columns.index(k.lower()) for k in self.unique_key]
+        positions: list[int] = []
+        if len(selects) > 1:
+            disc = _discriminator_position(selects)
+            if disc is None:
+                self.problem(selects[1], "mv-union-discriminator",
+                             "UNION ALL parts need a constant column with a different value in each part",
+                             "add e.g. 'offer' AS kind to the first part and 'promo' AS kind to the second")
+                return None
+            positions.append(disc)
+        select, info = selects[0], resolved[0]
+        main_alias = info["order"][0]
+        for key_column in info["aliases"][main_alias].key:
+            found = next((i for i, e in enumerate(select.expressions) if _is_column_of(e, main_alias, key_column)), None)
+            if found is None:
+                self.problem(select, "mv-key-not-derivable",
+                             f"the main source's key column {main_alias}.{key_column} is not selected",
+                             f"select {main_alias}.{key_column}, or set unique_key to columns computed from the main key")
+                return None
+            positions.append(found)
+        return positions
+
+    def _part(self, index, select, info, links, key_positions, columns, parts) -> Part | None:
+        main_alias = info["order"][0]
+        main = info["aliases"][main_alias]
+        main_key = tuple(k.lower() for k in main.key)
+        key_exprs = []
+        covered: set[str] = set()
+        for position in key_positions:
+            expr = _unalias(select.expressions[position])
+            refs = list(expr.find_all(exp.Column))
+            bad = [c for c in refs if _alias_of(c) != main_alias or c.name.lower() not in main_key]
+            if bad or (not refs and not _is_literal(expr)):
+                self.problem(select.expressions[position], "mv-key-not-derivable",
+                             f"key column '{columns[position]}' = {expr.sql(dialect='spark')} is not computed from the main key "
+                             f"({', '.join(f'{main_alias}.{k}' for k in main_key)})",
+                             "a key column is a main key column, an expression of main key columns only, or a constant")
+                return None
+            covered |= {c.name.lower() for c in refs}
+            key_exprs.append(expr)
+        if not covered >= set(main_key):
+            self.problem(select, "mv-key-not-derivable",
+                         f"the MV key does not include main key column(s) {', '.join(sorted(set(main_key) - covered))}",
+                         "the MV key must identify one main row: use every main key column")
+            return None
+        prefix = f"{HIDDEN_PREFIX}k{index if parts > 1 else ''}_"
+        hidden = [(f"{prefix}{link.alias}_{k}", col) for link in links for k, col in link.bound]
+        main_cols = []
+        for k in main_key:
+            found = next((columns[i] for i, e in enumerate(select.expressions) if _is_column_of(e, main_alias, k)), None)
+            if found is None:
+                found = f"{HIDDEN_PREFIX}m{index if parts > 1 else ''}_{k}"
+                hidden.append((found, exp.column(k, main_alias)))
+            main_cols.append(found)
+        discriminator = None
+        if parts > 1:
+            position = next(p for p in key_positions if _is_literal(_unalias(select.expressions[p])))
+            discriminator = (columns[position], _unalias(select.expressions[position]))
+        return Part(index, select, main_alias, main.id, main_key, tuple(links), tuple(key_exprs), tuple(main_cols),
+                    tuple(hidden), discriminator)
+
+    def _check_discriminator(self, selects: list[exp.Select], key_positions: list[int]) -> None:
+        if not any(_distinct_literals(selects, p) for p in key_positions):
+            self.problem(selects[1], "mv-union-discriminator",
+                         "the key of a UNION ALL mv needs a constant column with a different value in each part",
+                         "add e.g. 'offer' AS kind to each part and to unique_key")
+
+    def _assemble(self, parts: list[Part], key: tuple[str, ...], columns: list[str]) -> MvPlan:
+        hidden = tuple(name for part in parts for name, _ in part.hidden)
+        used: dict[str, set[str]] = {}
+        for part in parts:
+            aliases = {part.main_alias: part.main_input, **{l.alias: l.input for l in part.links}}
+            for column in part.select.find_all(exp.Column):
+                if column.table.lower() in aliases:
+                    used.setdefault(aliases[column.table.lower()], set()).add(column.name.lower())
+            for alias, input_id in aliases.items():
+                used.setdefault(input_id, set())
+                if alias != part.main_alias and part.link(alias).constant:
+                    self.warnings.append(Problem(
+                        f"mv '{self.name}': {alias} is joined only by literals: any change of it refreshes every row",
+                        self.path, part.link(alias).line, hint="fine for a small constant table; otherwise join it by key",
+                        code="mv-literal-join"))
+        by_id = {i.id: i for i in self.catalog.values()}
+        inputs = {}
+        for input_id in sorted(used):
+            source = by_id[input_id]
+            key_cols = tuple(k.lower() for k in source.key)
+            inputs[input_id] = InputInfo(input_id, source.relation, source.mode, key_cols,
+                                         key_cols + tuple(sorted(used[input_id] - set(key_cols))),
+                                         source.position, source.feed)
+        return MvPlan(self.name, self.relation, self.path, key, tuple(columns), hidden, tuple(parts), inputs,
+                      tuple(self.warnings))
+
+
+# -- small AST helpers -------------------------------------------------------------------
+def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:
+    if isinstance(condition, exp.Paren):
+        return _conjuncts(condition.this)
+    if isinstance(condition, exp.And):
+        return _conjuncts(condition.this) + _conjuncts(condition.expression)
+    return [condition]
+
+
+def _is_literal(node: exp.Expression) -> bool:
+    if isinstance(node, exp.Neg):
+        return _is_literal(node.this)
+    if isinstance(node, exp.Cast):
+        return _is_literal(node.this)
+    return isinstance(node, (exp.Literal, exp.Boolean))
+
+
+def _is_equality(node: exp.Expression) -> bool:
+    if not isinstance(node, exp.EQ):
+        return False
+    sides = (node.this, node.expression)
+    columns = [s for s in sides if isinstance(s, exp.Column)]
+    return len(columns) == 2 or (len(columns) == 1 and any(_is_literal(s) for s in sides))
+
+
+def _alias_of(node: exp.Expression) -> str:
+    return node.table.lower() if isinstance(node, exp.Column) else ""
+
+
+def _unalias(node: exp.Expression) -> exp.Expression:
+    return node.this if isinstance(node, exp.Alias) else node
+
+
+def _is_column_of(node: exp.Expression, alias: str, column: str) -> bool:
+    node = _unalias(node)
+    return isinstance(node, exp.Column) and _alias_of(node) == alias and node.name.lower() == column.lower()
+
+
+def _output_names(select: exp.Select) -> list[str]:
+    return [e.alias_or_name.lower() for e in select.expressions]
+
+
+def _distinct_literals(selects: list[exp.Select], position: int) -> bool:
+    values = []
+    for select in selects:
+        if position >= len(select.expressions):
+            return False
+        node = _unalias(select.expressions[position])
+        if not _is_literal(node):
+            return False
+        values.append(node.sql(dialect="spark"))
+    return len(set(values)) == len(values)
+
+
+def _discriminator_position(selects: list[exp.Select]) -> int | None:
+    width = len(selects[0].expressions)
+    return next((p for p in range(width) if _distinct_literals(selects, p)), None)
+
+
+# -- derived SQL -------------------------------------------------------------------------
+def _identifier_table(param: str, alias: str) -> exp.Table:
+    """``IDENTIFIER(:param) AS alias``: a physical table named at run time (blue/green slot)."""
+    return exp.Table(this=exp.Anonymous(this="IDENTIFIER", expressions=[exp.Placeholder(this=param)]),
+                     alias=exp.TableAlias(this=exp.to_identifier(alias)))
+
+
+def _table(name: str, alias: str) -> exp.Table:
+    return exp.to_table(name).as_(alias)
+
+
+def _in(columns: list[exp.Expression], query: exp.Select) -> exp.Expression:
+    if len(columns) == 1:
+        return columns[0].isin(query=query)
+    return exp.Tuple(expressions=columns).isin(query=query.subquery())
+
+
+def _and(conditions: Iterable[exp.Expression]) -> exp.Expression | None:
+    items = [c for c in conditions if c is not None]
+    return exp.and_(*items) if items else None
+
+
+def _where(select: exp.Select, conditions: Iterable[exp.Expression]) -> exp.Select:
+    condition = _and(conditions)
+    return select.where(condition, copy=False) if condition is not None else select
+
+
+def _union(queries: list[exp.Query], distinct: bool) -> exp.Query:
+    result = queries[0]
+    for query in queries[1:]:
+        result = exp.union(result, query, distinct=distinct)
+    return result
+
+
+def _part_select(plan: MvPlan, part: Part, extra: Iterable[exp.Expression] = ()) -> exp.Select:
+    """The part's SELECT with every hidden column (NULL where another part fills it)."""
+    select = part.select.copy()
+    mine = dict(part.hidden)
+    for name in plan.hidden:
+        value = mine[name].copy() if name in mine else exp.Null()
+        select.select(exp.alias_(value, name), copy=False)
+    for item in extra:
+        select.select(item, copy=False)
+    return select
+
+
+def full_query(plan: MvPlan) -> exp.Query:
+    """The MV SELECT with its hidden key columns: what a full build writes.
+
+    >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
+    ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))})
+    >>> print(full_query(plan).sql(dialect="spark"))
+    SELECT o.id, c.name, o.cid AS _mvflow_k_c_id FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid
+    """
+    return _union([_part_select(plan, part) for part in plan.parts], distinct=False)
+
+
+def refresh_query(plan: MvPlan) -> exp.Query:
+    """The MV SELECT restricted to the affected main keys of each part (views ``affected_p<i>``)."""
+    queries = []
+    for part in plan.parts:
+        select = _part_select(plan, part, [exp.alias_(exp.true(), FOUND)])
+        keys = exp.select(*part.main_key).from_(plan.view_name(f"affected_p{part.index}"))
+        _where(select, [_in([exp.column(k, part.main_alias) for k in part.main_key], keys)])
+        queries.append(select)
+    return _union(queries, distinct=False)
+
+
+def _changed(plan: MvPlan, link: Link | None, input_id: str, columns: list[exp.Expression]) -> exp.Select:
+    """Changed keys of an input, filtered by the literals the join binds its key to."""
+    select = exp.select(*columns).from_(_table(plan.view_name(f"changed_{plan.inputs[input_id].slug}"), "c"))
+    literals = [exp.column(k, "c").eq(value.copy()) for k, value in (link.literals if link else ())]
+    return _where(select, literals)
+
+
+def _where_over(part: Part, aliases: set[str]) -> list[exp.Expression]:
+    """The part's WHERE conjuncts that read only ``aliases``."""
+    where = part.select.args.get("where")
+    if where is None:
+        return []
+    return [c.copy() for c in _conjuncts(where.this) if {_alias_of(col) for col in c.find_all(exp.Column)} <= aliases]
+
+
+def _walk_back(part: Part, aliases: list[str]) -> exp.Select:
+    """FROM the main source INNER JOIN the given aliases (in join order) with their ON conditions."""
+    main = part.select.args.get("from_") or part.select.args.get("from")
+    select = exp.select(*[exp.alias_(exp.column(k, part.main_alias), k) for k in part.main_key]).from_(main.this.copy())
+    joins = {j.this.alias_or_name.lower(): j for j in part.select.args.get("joins") or []}
+    for alias in aliases:
+        if alias != part.main_alias:
+            select.join(joins[alias].this.copy(), on=joins[alias].args["on"].copy(), join_type="inner", copy=False)
+    return select
+
+
+def _needs_forward(part: Part, link: Link) -> bool:
+    """Whether a change of ``link`` can add MV rows the MV does not hold now (INNER joins, WHERE)."""
+    subtree = {link.alias} | part.descendants(link.alias)
+    where = part.select.args.get("where")
+    in_where = {_alias_of(c) for c in where.find_all(exp.Column)} if where is not None else set()
+    return any(part.link(a).side == "inner" for a in subtree) or bool(subtree & in_where)
+
+
+def _shortcut(part: Part, link: Link) -> dict[str, str] | None:
+    """Main key column → the input's key column, when the join binds the main key directly."""
+    direct = {col.name.lower(): k for k, col in link.bound if _alias_of(col) == part.main_alias}
+    return {m: direct[m] for m in part.main_key} if all(m in direct for m in part.main_key) else None
+
+
+def _alias_key_queries(plan: MvPlan, part: Part, link: Link) -> list[tuple[str, exp.Select]]:
+    """(method, query) pairs mapping changed keys of one joined alias to affected main keys."""
+    if link.constant:
+        ancestors = part.ancestors(link.alias)
+        select = _walk_back(part, ancestors)
+        exists = exp.Exists(this=_changed(plan, link, link.input, [exp.Literal.number(1)]))
+        return [("every key (joined by literals only)", _where(select, [exists, *_where_over(part, {part.main_alias, *ancestors})]))]
+    shortcut = _shortcut(part, link)
+    if shortcut is not None:
+        columns = [exp.alias_(exp.column(shortcut[m], "c"), m) for m in part.main_key]
+        return [("direct: the join columns are the main key", _changed(plan, link, link.input, columns))]
+    found = []
+    state = exp.select(*[exp.alias_(exp.column(c, "s"), k) for k, c in zip(part.main_key, part.main_key_columns)])
+    state = state.from_(_table(plan.view_name("state"), "s"))
+    prefix = f"{HIDDEN_PREFIX}k{part.index if len(plan.parts) > 1 else ''}_{link.alias}_"
+    hidden = [exp.column(f"{prefix}{k}", "s") for k, _ in link.bound]
+    conditions = [_in(hidden, _changed(plan, link, link.input, [exp.column(k, "c") for k, _ in link.bound]))]
+    if part.discriminator is not None:
+        conditions.insert(0, exp.column(part.discriminator[0], "s").eq(part.discriminator[1].copy()))
+    found.append(("old state: MV rows whose hidden key columns match", _where(state, conditions)))
+    if _needs_forward(part, link):
+        ancestors = part.ancestors(link.alias)
+        select = _walk_back(part, ancestors)
+        looked_up = _in([col.copy() for _, col in link.bound], _changed(plan, link, link.input, [exp.column(k, "c") for k, _ in link.bound]))
+        found.append(("new state: walk the joins back to the main source",
+                      _where(select, [looked_up, *_where_over(part, {part.main_alias, *ancestors})])))
+    return found
+
+
+def key_query_methods(plan: MvPlan, input_id: str, part: Part) -> list[tuple[str, str, exp.Select]]:
+    """(alias, method, query) for every way a change of ``input_id`` reaches ``part``'s main keys."""
+    found = []
+    if part.main_input == input_id:
+        columns = [exp.column(k, "c") for k in part.main_key]
+        found.append((part.main_alias, "the main source: changed keys are the keys", _changed(plan, None, input_id, columns)))
+    for link in part.links:
+        if link.input == input_id:
+            found += [(link.alias, method, query) for method, query in _alias_key_queries(plan, part, link)]
+    return found
+
+
+def key_query(plan: MvPlan, input_id: str, part: Part) -> exp.Query | None:
+    """Affected main keys of ``part`` from the changed keys of ``input_id`` (None if it does not read it).
+
+    >>> plan = plan_from_sql("SELECT o.id, s.name FROM d.o AS o JOIN d.s AS s ON s.id = o.sid",
+    ...                      {"d.o": ("position", ("id",)), "d.s": ("position", ("id",))})
+    >>> print(key_query(plan, "d.s", plan.parts[0]).sql(dialect="spark"))
+    SELECT s.id AS id FROM mvflow_mv_state AS s WHERE s._mvflow_k_s_id IN (SELECT c.id FROM mvflow_mv_changed_d_s AS c) UNION SELECT o.id AS id FROM d.o AS o WHERE o.sid IN (SELECT c.id FROM mvflow_mv_changed_d_s AS c)
+    """
+    queries = [query for _, _, query in key_query_methods(plan, input_id, part)]
+    return _union(queries, distinct=True) if queries else None
+
+
+def affected_keys_query(plan: MvPlan) -> exp.Query:
+    """MV keys of the affected main keys of every part (view ``keys``)."""
+    queries = []
+    for part in plan.parts:
+        columns = [exp.alias_(e.copy(), k) for e, k in zip(part.key_exprs, plan.key)]
+        queries.append(exp.select(*columns).from_(_table(plan.view_name(f"affected_p{part.index}"), part.main_alias)))
+    return _union(queries, distinct=True) if len(queries) > 1 else queries[0].distinct(copy=False)
+
+
+def delta_query(plan: MvPlan) -> exp.Select:
+    """One delta row per affected key: the recomputed row, or a tombstone when it is gone."""
+    columns = [exp.column(c, "a" if c in plan.key else "r") for c in plan.all_columns]
+    deleted = exp.alias_(exp.column(FOUND, "r").is_(exp.null()), DELETED)
+    batch = exp.alias_(exp.cast(exp.Placeholder(this="batch"), "BIGINT"), BATCH)
+    on = _and(exp.NullSafeEQ(this=exp.column(k, "a"), expression=exp.column(k, "r")) for k in plan.key)
+    return (exp.select(*columns, deleted, batch).from_(_table(plan.view_name("keys"), "a"))
+            .join(_table(plan.view_name("rows"), "r"), on=on, join_type="left"))
+
+
+def state_query(plan: MvPlan, before_batch: bool = True, columns: tuple[str, ...] | None = None) -> exp.Query:
+    """The MV's rows: base rows without a newer delta version, plus the newest non-deleted delta rows.
+
+    With ``before_batch`` only delta batches before ``:batch`` count (what a redone batch must see).
+    """
+    columns = columns or plan.all_columns
+    delta = exp.select("*").from_(_identifier_table("delta_table", "t"))
+    if before_batch:
+        delta = delta.where(exp.column(BATCH, "t") < exp.Placeholder(this="batch"))
+    rank = exp.Window(this=exp.RowNumber(), partition_by=[exp.column(k, "d") for k in plan.key],
+                      order=exp.Order(expressions=[exp.Ordered(this=exp.column(BATCH, "d"), desc=True)]))
+    ranked = exp.select("d.*", exp.alias_(rank, RANK)).from_(_table("delta", "d"))
+    latest = exp.select("*").from_(ranked.subquery("r")).where(exp.column(RANK, "r").eq(1))
+    on = _and(exp.NullSafeEQ(this=exp.column(k, "b"), expression=exp.column(k, "d")) for k in plan.key)
+    base = (exp.select(*[exp.column(c, "b") for c in columns]).from_(_identifier_table("base_table", "b"))
+            .join(_table("delta", "d"), on=on, join_type="left anti"))
+    newest = (exp.select(*[exp.column(c, "l") for c in columns]).from_(_table("latest", "l"))
+              .where(exp.Not(this=exp.column(DELETED, "l"))))
+    return _union([base, newest], distinct=False).with_("delta", as_=delta).with_("latest", as_=latest)
+
+
+def _position_after(columns: tuple[str, ...], alias: str, prefix: str, index: int = 0) -> exp.Expression:
+    column, marker = exp.column(columns[index], alias), exp.Placeholder(this=f"{prefix}_{index}")
+    if index == len(columns) - 1:
+        return column > marker
+    return exp.or_(column > marker, exp.and_(column.eq(marker.copy()), _position_after(columns, alias, prefix, index + 1)))
+
+
+def _position_upto(columns: tuple[str, ...], alias: str, prefix: str, index: int = 0) -> exp.Expression:
+    column, marker = exp.column(columns[index], alias), exp.Placeholder(this=f"{prefix}_{index}")
+    if index == len(columns) - 1:
+        return column <= marker
+    return exp.or_(column < marker, exp.and_(column.eq(marker.copy()), _position_upto(columns, alias, prefix, index + 1)))
+
+
+def change_query(plan: MvPlan, input_id: str) -> exp.Query:
+    """Keys of ``input_id`` changed in ``(:last_*, :next_*]`` (positions) or between snapshots ``:last``/``:next``."""
+    info = plan.inputs[input_id]
+    keys = [exp.column(k, "t") for k in info.key]
+    if info.mode in ("position", "changes", "mv"):
+        table = info.relation if info.mode == "position" else info.feed
+        where = exp.and_(_position_after(info.position, "t", "last"), _position_upto(info.position, "t", "next"))
+        return exp.select(*keys).distinct().from_(_table(table, "t")).where(where)
+    snapshot = plan.table_name(f"snap_{info.slug}")
+    used = list(info.used_columns)
+
+    def taken(marker: str) -> exp.Select:
+        return exp.select(*used).from_(snapshot).where(exp.column(BATCH).eq(exp.Placeholder(this=marker)))
+
+    def gone(a: str, b: str) -> exp.Select:
+        return exp.select(*keys).from_(exp.except_(taken(a), taken(b)).subquery("t"))
+
+    return exp.union(gone("next", "last"), gone("last", "next"), distinct=True)
+
+
+def snapshot_query(plan: MvPlan, input_id: str) -> exp.Select:
+    """The columns of a dictionary-like input the MV uses (its snapshot for batch ``:batch``)."""
+    info = plan.inputs[input_id]
+    batch = exp.alias_(exp.cast(exp.Placeholder(this="batch"), "BIGINT"), BATCH)
+    return exp.select(*[exp.column(c, "t") for c in info.used_columns], batch).from_(_table(info.relation, "t"))
+
+
+def diffed(info: InputInfo) -> bool:
+    """Inputs whose changes are found by diffing snapshots (dictionaries and upstream tables)."""
+    return info.mode in ("dictionary", "table")
+
+
+# -- statements (text with named markers, as written to target/run/) ---------------------
+@dataclass(frozen=True)
+class Derived:
+    """Every SQL text derived for one MV, by name (manifest ``derived``, ``mvflow explain``)."""
+
+    queries: dict[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> str:
+        return self.queries[name]
+
+
+def derive(plan: MvPlan) -> Derived:
+    """All derived SQL of an MV, deterministic and pretty (Spark dialect)."""
+    q: dict[str, str] = {}
+    base, delta, changes = "IDENTIFIER(:base_table)", "IDENTIFIER(:delta_table)", plan.table_name("changes")
+    q["full"] = pretty(full_query(plan))
+    q["refresh"] = pretty(refresh_query(plan))
+    for input_id, info in plan.inputs.items():
+        q[f"changes:{input_id}"] = pretty(change_query(plan, input_id))
+        if diffed(info):
+            snapshot = plan.table_name(f"snap_{info.slug}")
+            select = pretty(snapshot_query(plan, input_id))
+            q[f"create_snapshot:{input_id}"] = (f"CREATE TABLE {snapshot}\nUSING parquet\nPARTITIONED BY ({BATCH})\nAS\n"
+                                                f"{select}\nLIMIT 0")
+            q[f"snapshot:{input_id}"] = f"INSERT OVERWRITE TABLE {snapshot} PARTITION ({BATCH})\n{select}"
+        for part in plan.parts:
+            query = key_query(plan, input_id, part)
+            if query is not None:
+                q[f"key:{input_id}:p{part.index}"] = pretty(query)
+    q["state"] = pretty(state_query(plan))
+    q["keys"] = pretty(affected_keys_query(plan))
+    q["build_base"] = f"CREATE TABLE {base}\nUSING parquet\nAS\n{q['full']}"
+    q["create_delta"] = (f"CREATE TABLE {delta}\nUSING parquet\nPARTITIONED BY ({BATCH})\nAS\n"
+                         f"SELECT b.*, FALSE AS {DELETED}, CAST(0 AS BIGINT) AS {BATCH}\nFROM {base} AS b\nLIMIT 0")
+    q["write_delta"] = f"INSERT OVERWRITE TABLE {delta} PARTITION ({BATCH})\n{pretty(delta_query(plan))}"
+    key_list = ", ".join(plan.key)
+    q["create_changes"] = (f"CREATE TABLE IF NOT EXISTS {changes}\nUSING parquet\nPARTITIONED BY ({BATCH})\nAS\n"
+                           f"SELECT {key_list}, CAST(0 AS BIGINT) AS {BATCH}\nFROM {base}\nLIMIT 0")
+    q["publish"] = (f"INSERT OVERWRITE TABLE {changes} PARTITION ({BATCH})\n"
+                    f"SELECT {key_list}, CAST(:batch AS BIGINT) AS {BATCH}\nFROM {plan.view_name('keys')}")
+    visible = pretty(state_query(plan, before_batch=False, columns=plan.columns))
+    q["view"] = f"CREATE OR REPLACE VIEW {plan.relation} AS\n{visible}"
+    q["compact"] = f"CREATE TABLE {base}\nUSING parquet\nAS\nSELECT *\nFROM {plan.view_name('current')}"
+    return Derived(q)
+
+
+def explain(plan: MvPlan) -> str:
+    """A readable account of what mvflow derived for an MV (``mvflow explain``)."""
+    lines = [f"mv {plan.name} ({plan.relation}) from {plan.path}",
+             f"  unique key: {', '.join(plan.key)}",
+             f"  hidden key columns: {', '.join(plan.hidden) or '(none)'}"]
+    for part in plan.parts:
+        disc = f", discriminator {part.discriminator[0]} = {part.discriminator[1].sql(dialect='spark')}" if part.discriminator else ""
+        lines.append(f"  part {part.index}: main {part.main_input} AS {part.main_alias} (key {', '.join(part.main_key)}){disc}")
+        for link in part.links:
+            how = ", ".join([f"{k} = {c.sql(dialect='spark')}" for k, c in link.bound] +
+                            [f"{k} = {v.sql(dialect='spark')}" for k, v in link.literals])
+            lines.append(f"    {link.side} join {link.input} AS {link.alias} on key ({how})")
+    lines.append("  inputs:")
+    for input_id, info in plan.inputs.items():
+        lines.append(f"    {input_id}: {info.mode}, key ({', '.join(info.key)}), uses {', '.join(info.used_columns)}")
+        for part in plan.parts:
+            for alias, method, _ in key_query_methods(plan, input_id, part):
+                lines.append(f"      p{part.index} {alias}: {method}")
+    derived = derive(plan)
+    for name, sql in derived.queries.items():
+        lines += ["", f"-- {name}", sql.rstrip() + ";"]
+    for warning in plan.warnings:
+        lines.append(f"warning: {warning.format()}")
+    return "\n".join(lines) + "\n"
