@@ -1,0 +1,103 @@
+"""The static docs site (``mvflow docs generate`` / ``docs serve``), written to ``target/docs/``.
+
+``site.py`` turns the compile artifacts into the site's files (pure), ``layout.py`` places the
+DAG for the overview graph, ``serve.py`` serves the directory on localhost. This module does
+the reading and writing: ``target/manifest.json``, the run scripts under ``target/run/``, and
+the state store of the target, read-only, when its file exists.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import Problem, RunError
+from .serve import serve_docs
+from .site import site_data, site_files
+
+if TYPE_CHECKING:
+    from ..compile import Manifest
+
+__all__ = ["generate_docs", "read_state", "serve_docs", "site_data", "site_files"]
+
+STEPS_SHOWN = 10
+
+
+def generate_docs(manifest: Manifest) -> Path:
+    """Write ``target/docs/`` from the artifacts ``write_artifacts`` wrote; returns index.html."""
+    target = manifest.project.target_dir
+    path = target / "manifest.json"
+    if not path.exists():
+        raise RunError(Problem(f"{path} is missing", hint="run `mvflow compile` first (`docs generate` does)", code="no-manifest"))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    runs = {name: _run_files(target, entry) for name, entry in data.get("models", {}).items()}
+    state = read_state(manifest.project.target(manifest.target).state, list(data.get("models", {})))
+    if state and Path(state["path"]).is_relative_to(manifest.project.root):
+        state["path"] = Path(state["path"]).relative_to(manifest.project.root).as_posix()
+    out = target / "docs"
+    for name, text in site_files(site_data(data, runs, state)).items():
+        _write(out / name, text)
+    return out / "index.html"
+
+
+def _run_files(target: Path, entry: dict[str, Any]) -> list[dict[str, str]]:
+    """The model's run script plus any derived statements under ``target/run/<model>/``."""
+    found = []
+    run_path = entry.get("run_path")
+    stem = entry.get("compiled_path", "")[len("compiled/"):-len(".sql")]
+    if run_path and (target / run_path).is_file():
+        found.append({"title": "run script", "path": run_path, "sql": (target / run_path).read_text(encoding="utf-8")})
+    folder = target / "run" / stem
+    if stem and folder.is_dir():
+        for file in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in (".sql", ".txt")):
+            relative = file.relative_to(target).as_posix()
+            found.append({"title": file.relative_to(folder).with_suffix("").as_posix().replace("_", " "),
+                          "path": relative, "sql": file.read_text(encoding="utf-8")})
+    return found
+
+
+def read_state(settings, models: list[str]) -> dict[str, Any] | None:
+    """Offsets and recent steps per model from the target's state store, or None without one.
+
+    Only reads: nothing is opened when the store's file does not exist.
+    """
+    if settings is None or settings.path is None or not Path(settings.path).exists():
+        return None
+    try:
+        from ..state import open_state_store
+    except ImportError:  # the state store module is not part of this build
+        return None
+    store = open_state_store(settings)
+    topics = []
+    per_model: dict[str, dict[str, Any]] = {}
+    for offset in sorted(store.offsets(), key=lambda o: o.topic):
+        steps = [_jsonable(vars(s)) for s in store.steps(offset.topic, limit=STEPS_SHOWN)]
+        row = {**_jsonable(vars(offset)), "steps": steps, "lag_seconds": steps[0].get("max_lag_seconds") if steps else None}
+        topics.append(row)
+        owner = _owner(offset.topic, models)
+        if owner:
+            per_model.setdefault(owner, {"topics": []})["topics"].append(row)
+    return {"path": str(settings.path), "topics": topics, "models": per_model}
+
+
+def _owner(topic: str, models: list[str]) -> str | None:
+    """The model a topic belongs to: its name, or its name followed by a separator (``mv:input``)."""
+    matches = [m for m in models if topic == m or (topic.startswith(m) and not (topic[len(m)].isalnum() or topic[len(m)] == "_"))]
+    return max(matches, key=len) if matches else None
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
