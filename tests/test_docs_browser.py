@@ -1,0 +1,185 @@
+"""The docs site in a real headless browser: Debian's chromium driven by Playwright, the site
+served by ``mvflow docs serve`` on a free localhost port.
+
+Set-up installs what is missing (``pip install playwright``, ``apt-get install -y chromium``)
+and skips with the reason only when no browser can be had. Browsers are never downloaded
+by Playwright: it launches the system chromium through its executable path. No Spark.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from compiler.cli import cli
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+EVIL = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+
+FILES = {
+    "lineage/s.yml": """
+        sources:
+          - name: orders
+            database: raw
+            primary_key: [id]
+            position: [ts]
+            columns:
+              - {name: id, type: bigint}
+              - {name: amount, type: "decimal(10,2)", description: Order amount.}
+              - {name: ts, type: timestamp}
+          - name: rates
+            database: raw
+            primary_key: [currency]
+            dictionary: true
+            columns:
+              - {name: currency, type: string}
+              - {name: rate, type: double}
+    """,
+    "models/staging/stg.sql": "select o.id, o.amount, o.ts from {{ source('raw', 'orders') }} o",
+    "models/marts/totals.sql": """
+        {{ config(materialized='table') }}
+        select s.id, s.amount * r.rate as amount_eur
+        from {{ ref('stg') }} s join {{ source('raw', 'rates') }} r on r.currency = 'EUR'
+    """,
+    "models/marts/docs.yml": """
+        models:
+          - name: totals
+            description: '%s'
+    """ % EVIL,
+}
+
+
+def write_project(root: Path, files: dict[str, str]) -> Path:
+    for name, text in {"project.yml": "name: t\n", **files}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(text).lstrip("\n"))
+    return root
+
+
+def _install(command: list[str]) -> bool:
+    try:
+        return subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=900).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.fixture(scope="session")
+def browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _install([sys.executable, "-m", "pip", "install", "playwright"])
+        try:
+            from playwright.sync_api import sync_playwright
+        except ImportError:
+            pytest.skip("playwright is not installed and `pip install playwright` failed")
+    if not os.path.exists(CHROMIUM) and shutil.which("apt-get"):
+        _install(["apt-get", "install", "-y", "chromium"])
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no browser: {CHROMIUM} is missing and `apt-get install -y chromium` failed")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = write_project(tmp_path_factory.mktemp("site"), FILES)
+    result = CliRunner().invoke(cli, ["--project-dir", str(root), "docs", "generate"])
+    assert result.exit_code == 0, result.output
+    port = _free_port()
+    mvflow = Path(sys.executable).with_name("mvflow")
+    server = subprocess.Popen([str(mvflow), "--project-dir", str(root), "docs", "serve", "--port", str(port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        line = server.stdout.readline()
+        assert f"http://127.0.0.1:{port}/" in line, line
+        yield {"url": f"http://127.0.0.1:{port}/", "root": root}
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.fixture
+def page(browser, site):
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(site["url"])
+    page.wait_for_selector("svg.graph g.node")
+    yield page
+    context.close()
+    assert not errors, errors
+
+
+def test_graph_renders_every_node(page):
+    ids = sorted(page.locator("svg.graph g.node").evaluate_all("nodes => nodes.map(n => n.getAttribute('data-id'))"))
+    assert ids == ["model.stg", "model.totals", "source.raw.orders", "source.raw.rates"]
+    assert page.locator("svg.graph path.edge-line").count() == 3
+    assert page.locator("svg.graph g.node.kind-table").count() == 1
+
+
+def test_clicking_a_node_opens_its_page(page):
+    page.locator('g.node[data-id="model.totals"]').click()
+    page.wait_for_url("**#/model/totals")
+    assert page.locator("main h1").inner_text().startswith("totals")
+    assert page.locator(".sql-block .sql-title").first.inner_text() == "compiled SQL"
+    page.locator(".sql-block summary", has_text="run script").click()
+    assert "IDENTIFIER(:build_table)" in page.locator(".sql-block", has_text="run script").locator("pre.sql").inner_text()
+
+
+def test_column_lineage_links_navigate(page):
+    page.goto(page.url.split("#")[0] + "#/model/totals")
+    row = page.locator("table.columns tr", has_text="amount_eur")
+    row.locator("a.col-ref", has_text="stg.amount").click()
+    page.wait_for_url("**#/column/model.stg/amount")
+    assert page.locator("main h1").inner_text() == "stg.amount"
+    # Upstream reaches the source column; downstream leads back to the model column.
+    page.locator("section", has_text="Upstream").locator("a.col-ref", has_text="raw.orders.amount").click()
+    page.wait_for_url("**#/column/source.raw.orders/amount")
+    assert "Order amount." in page.locator("main .description").inner_text()
+    page.locator("section", has_text="Downstream").locator("a.col-ref", has_text="totals.amount_eur").click()
+    page.wait_for_url("**#/column/model.totals/amount_eur")
+
+
+def test_search_finds_a_column(page):
+    page.fill("#search", "amount_e")
+    results = page.locator("#search-results li")
+    results.first.wait_for()
+    assert results.first.locator(".result-label").inner_text() == "totals.amount_eur"
+    page.press("#search", "Enter")
+    page.wait_for_url("**#/column/model.totals/amount_eur")
+
+
+def test_script_in_a_description_shows_as_text(page):
+    page.goto(page.url.split("#")[0] + "#/model/totals")
+    description = page.locator("main p.description")
+    assert description.inner_text() == EVIL
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("main script, main img").count() == 0
+
+
+def test_site_opens_from_file_url(browser, site):
+    page = browser.new_page()
+    page.goto((site["root"] / "target" / "docs" / "index.html").as_uri() + "#/source/raw.rates")
+    page.wait_for_selector("main h1")
+    assert page.locator("main h1").inner_text().startswith("raw.rates")
+    assert page.locator("table.columns tr", has_text="currency").locator("a.ref", has_text="totals").count() == 1
+    page.close()
