@@ -16,11 +16,11 @@ from typing import Any
 import networkx as nx
 from sqlglot import exp
 
-from .errors import CompileError, Problem, ProblemList
+from .errors import CompileError, MvflowError, Problem, ProblemList
 from .graph import build_graph, model_id, model_order, source_id
 from .kinds import Kind, KindError, create_kind
 from .parse import output_columns, parse_select, table_references
-from .project import Project
+from .project import PROJECT_FILE, Project
 from .render import Call, Renderer
 from .sources import Source, load_sources
 from .yamlfile import LineDict, check_keys, load_yaml
@@ -90,62 +90,142 @@ class Manifest:
 
 
 def compile_project(project: Project, target: str | None = None) -> Manifest:
-    """Compile every model of ``project`` for ``target`` (database defaults come from it)."""
+    """Compile every model of ``project`` for ``target`` (database defaults come from it).
+
+    Problems are collected across all files and raised together, so one run shows them all.
+    """
     database = project.target(target).spark.database
-    sources = load_sources(project)
-    docs = _load_model_docs(project)
-    renderer = Renderer(project)
-    models, templates = _collect_models(project, renderer, docs, database)
-    graph = _graph(models, sources)
-    _render_final(models, templates, renderer, sources)
-    warnings = _parse_models(models, graph, sources)
+    problems = ProblemList()
+    sources = _attempt(problems, load_sources, project)
+    docs = _attempt(problems, _load_model_docs, project) or {}
+    renderer = _attempt(problems, Renderer, project)
+    if renderer is None:
+        problems.raise_if_any()
+    models, templates, unusable = _collect_models(project, renderer, docs, database, problems)
+    warnings = _check_model_defaults(project, problems)
+    graph = _graph(models, sources, unusable, problems)
+    _render_final(models, templates, renderer, sources or {}, problems)
+    warnings += _parse_models(models, sources or {}, problems)
+    problems.raise_if_any()
     manifest = Manifest(project, project.target(target).name, database, sources, models, graph, warnings)
     _infer_columns(manifest)
     return manifest
 
 
-def _collect_models(project: Project, renderer: Renderer, docs: dict[str, LineDict], database: str):
-    problems = ProblemList()
+def _attempt(problems: ProblemList, step, *args):
+    """Run one loading step; its user errors join ``problems`` and the result is None."""
+    try:
+        return step(*args)
+    except MvflowError as exc:
+        problems.extend(exc)
+        return None
+
+
+def _collect_models(project: Project, renderer: Renderer, docs: dict[str, LineDict], database: str, problems: ProblemList):
+    """Render every model file once for its config and calls.
+
+    Returns the enabled models, their templates, and the names that cannot be referenced
+    (name → why: failed to compile, or disabled) so that refs to them are not reported as unknown.
+    """
     models: dict[str, Model] = {}
     templates = {}
+    unusable: dict[str, str] = {}
+    files: dict[str, str] = {}
     for path in project.files("models", (".sql",)):
         display = project.relative(path)
         name = path.stem
-        if name in models:
-            problems.add(Problem(f"duplicate model name '{name}' (also {models[name].path})", display, 1,
+        if name in files:
+            problems.add(Problem(f"duplicate model name '{name}' (also {files[name]})", display, 1,
                                  hint="model names are file names and must be unique: rename one file", code="duplicate-model"))
             continue
+        files[name] = display
         try:
             template = renderer.template(path)
             first = renderer.render(template, this=f"{database}.{name}")
+            model = _model(project, display, name, first, docs.get(name), database)
         except CompileError as exc:
             problems.extend(exc)
+            unusable[name] = "broken"
             continue
-        model = _model(project, display, name, first, docs.get(name), database, problems)
-        if model is not None:
-            models[name] = model
-            templates[name] = template
+        if model is None:
+            unusable[name] = "disabled"
+            continue
+        models[name] = model
+        templates[name] = template
     for name, doc in docs.items():
-        if name not in models and not any(p.path == doc.path for p in problems.problems):
+        if name not in files:
             problems.add(Problem(f"model docs name '{name}', which is not a model", doc.path, doc.line,
-                                 hint=_did_you_mean(name, models) or "remove the entry or add the model", code="unknown-model"))
-    problems.raise_if_any()
-    return dict(sorted(models.items())), templates
+                                 hint=_did_you_mean(name, files) or "remove the entry or add the model", code="unknown-model"))
+    return dict(sorted(models.items())), templates, unusable
 
 
-def _model(project: Project, display: str, name: str, first, doc: LineDict | None, database: str, problems: ProblemList):
-    model_root = next((r for r in project.model_paths if display.startswith(r.rstrip("/") + "/")), "")
-    config = {**project.defaults_for(display[len(model_root) + 1:] if model_root else display)}
-    config.update((doc or {}).get("config") or {})
-    config.update(first.config)
+def _model_config(project: Project, display: str, first, doc: LineDict | None):
+    """The model's config (folder defaults < docs YAML < config()) and where each key was set."""
+    config: dict[str, Any] = {}
+    origin: dict[str, tuple[str, int]] = {}
+    for key, (value, line) in project.defaults_with_lines(_under_root(project, display)).items():
+        config[key], origin[key] = value, (PROJECT_FILE, line)
+    doc_config = (doc or {}).get("config") or {}
+    for key, value in doc_config.items():
+        line = doc_config.line_of(key) if isinstance(doc_config, LineDict) else doc.line
+        config[key], origin[key] = value, (doc.path, line)
+    for key, value in first.config.items():
+        config[key], origin[key] = value, (display, first.config_lines.get(key, 1))
+    return config, origin
+
+
+def _under_root(project: Project, display: str) -> str:
+    """A model file's path under its model root: ``models/staging/x.sql`` → ``staging/x.sql``."""
+    root = next((r for r in project.model_paths if display.startswith(r.rstrip("/") + "/")), "")
+    return display[len(root.rstrip("/")) + 1:] if root else display
+
+
+def _check_model_defaults(project: Project, problems: ProblemList) -> list[Problem]:
+    """Check project.yml's ``models:`` block: folders must be mappings (config keys start with
+    ``+``); a folder that holds no model is a warning, since a typo would silently apply nothing."""
+    defaults = project.model_defaults
+    if not isinstance(defaults, LineDict):
+        if defaults:
+            problems.add(Problem("'models:' must be a mapping of folders and '+key: value' defaults", PROJECT_FILE,
+                                 hint="e.g. models: {+materialized: view, staging: {+schema: staging}}", code="bad-value"))
+        return []
+    folders = set()
+    for path in project.files("models", (".sql",)):
+        parts = _under_root(project, project.relative(path)).split("/")[:-1]
+        folders.update("/".join(parts[:depth]) for depth in range(1, len(parts) + 1))
+    warnings: list[Problem] = []
+
+    def walk(node: LineDict, prefix: str) -> None:
+        for key, value in node.items():
+            if str(key).startswith("+"):
+                continue
+            folder, line = f"{prefix}{key}", node.line_of(key)
+            if value is not None and not isinstance(value, LineDict):
+                problems.add(Problem(f"models: '{folder}' is not a folder mapping", PROJECT_FILE, line, code="bad-value",
+                                     hint=f"config keys start with '+': write '+{key}: {value}'"))
+                continue
+            if folder not in folders:
+                close = difflib.get_close_matches(folder, sorted(folders), n=1)
+                warnings.append(Problem(f"models: no model folder '{folder}', so its defaults apply to nothing", PROJECT_FILE,
+                                        line, hint=f"did you mean '{close[0]}'?" if close else "check the folder name",
+                                        code="unused-defaults"))
+            if value:
+                walk(value, folder + "/")
+
+    walk(defaults, "")
+    return warnings
+
+
+def _model(project: Project, display: str, name: str, first, doc: LineDict | None, database: str) -> Model | None:
+    """The model, or None when it is disabled; an invalid kind or option is a CompileError at its line."""
+    config, origin = _model_config(project, display, first, doc)
     if not config.get("enabled", True):
         return None
     try:
         kind = create_kind(config)
     except KindError as exc:
-        key = "materialized" if exc.code == "unknown-kind" else next(iter(first.config), "materialized")
-        problems.add(Problem(str(exc), display, first.config_lines.get(key, 1), hint=exc.hint, code=exc.code))
-        return None
+        path, line = origin.get(exc.key, (display, 1))
+        raise CompileError(Problem(str(exc), path, line, hint=exc.hint, code=exc.code)) from exc
     schema = str(config.get("schema") or config.get("database") or database)
     tags = tuple(sorted(set(_as_list(config.get("tags"))) | set(_as_list((doc or {}).get("tags")))))
     raw = (project.root / display).read_text(encoding="utf-8")
@@ -154,7 +234,7 @@ def _model(project: Project, display: str, name: str, first, doc: LineDict | Non
         path=display,
         kind=kind,
         config=config,
-        config_lines=first.config_lines,
+        config_lines={key: line for key, (path, line) in origin.items() if path == display},
         schema=schema,
         relation=f"{schema}.{config.get('alias') or name}".lower(),
         tags=tags,
@@ -178,32 +258,46 @@ def _did_you_mean(name: str, candidates) -> str | None:
     return f"did you mean '{close[0]}'?" if close else None
 
 
-def _graph(models: dict[str, Model], sources: dict[str, Source]) -> nx.DiGraph:
-    problems = ProblemList()
-    edges = []
+def _graph(models: dict[str, Model], sources: dict[str, Source] | None, unusable: dict[str, str],
+           problems: ProblemList) -> nx.DiGraph | None:
+    """The DAG; unknown refs/sources and a cycle join ``problems`` (None when there is a cycle)."""
+    edges: dict[tuple[str, str], dict[str, Any]] = {}
     for model in models.values():
         for call in model.refs:
-            if call.name not in models:
+            if call.name in models:
+                edges.setdefault((model_id(call.name), model_id(model.name)), {"path": model.path, "line": call.line})
+            elif unusable.get(call.name) == "disabled":
+                problems.add(Problem(f"ref('{call.name}'): that model is disabled (enabled=false)", model.path, call.line,
+                                     hint=f"enable {call.name} or remove this ref", code="disabled-ref"))
+            elif call.name not in unusable:
                 problems.add(Problem(f"ref('{call.name}'): no such model", model.path, call.line,
                                      hint=_did_you_mean(call.name, models) or "check the model's file name", code="unknown-ref"))
-            else:
-                edges.append((model_id(call.name), model_id(model.name)))
         for call in model.source_calls:
-            if call.name not in sources:
-                db, _, table = call.name.partition(".")
-                problems.add(Problem(f"source('{db}', '{table}'): no such source", model.path, call.line,
-                                     hint=_did_you_mean(call.name, sources) or "declare it in lineage/*.yml", code="unknown-source"))
+            if sources is None:  # lineage files are broken: already reported
+                continue
+            if call.name in sources:
+                edges.setdefault((source_id(call.name), model_id(model.name)), {"path": model.path, "line": call.line})
             else:
-                edges.append((source_id(call.name), model_id(model.name)))
-    problems.raise_if_any()
+                db, _, table = call.name.partition(".")
+                close = difflib.get_close_matches(call.name, list(sources), n=1)
+                hint = "did you mean source('{}', '{}')?".format(*close[0].split(".", 1)) if close else "declare it in lineage/*.yml"
+                problems.add(Problem(f"source('{db}', '{table}'): no such source", model.path, call.line, hint=hint,
+                                     code="unknown-source"))
     nodes = [(model_id(m.name), {"kind": m.kind.name, "tags": m.tags, "path": m.path}) for m in models.values()]
-    nodes += [(source_id(s.id), {"kind": "source", "tags": s.tags, "path": s.path}) for s in sources.values()]
-    return build_graph(edges, nodes)
+    nodes += [(source_id(s.id), {"kind": "source", "tags": s.tags, "path": s.path}) for s in (sources or {}).values()]
+    try:
+        return build_graph([(a, b, data) for (a, b), data in edges.items()], nodes)
+    except CompileError as exc:
+        problems.extend(exc)
+        return None
 
 
-def _render_final(models: dict[str, Model], templates, renderer: Renderer, sources: dict[str, Source]) -> None:
-    problems = ProblemList()
+def _render_final(models: dict[str, Model], templates, renderer: Renderer, sources: dict[str, Source],
+                  problems: ProblemList) -> None:
+    """Render again with real relation names (models whose refs and sources all resolve)."""
     for model in models.values():
+        if any(c.name not in models for c in model.refs) or any(c.name not in sources for c in model.source_calls):
+            continue
         try:
             rendered = renderer.render(
                 templates[model.name],
@@ -214,15 +308,17 @@ def _render_final(models: dict[str, Model], templates, renderer: Renderer, sourc
         except CompileError as exc:
             problems.extend(exc)
             continue
-        model.sql = rendered.sql.strip() + "\n"
-    problems.raise_if_any()
+        # keep leading lines: SQL errors then point at the same line as in the model file
+        model.sql = rendered.sql.rstrip() + "\n"
 
 
-def _parse_models(models: dict[str, Model], graph: nx.DiGraph, sources: dict[str, Source]) -> list[Problem]:
-    problems = ProblemList()
+def _parse_models(models: dict[str, Model], sources: dict[str, Source], problems: ProblemList) -> list[Problem]:
+    """Parse every rendered model; returns warnings for tables read but not declared."""
     warnings = []
     declared = {m.relation for m in models.values()} | set(sources)
     for model in models.values():
+        if not model.sql:
+            continue
         try:
             model.ast = parse_select(model.sql, model.path)
         except CompileError as exc:
@@ -234,7 +330,6 @@ def _parse_models(models: dict[str, Model], graph: nx.DiGraph, sources: dict[str
                 warnings.append(Problem(f"table {table} is read but not declared: mvflow does not know its changes or position in the DAG",
                                         model.path, line, hint="declare it in lineage/*.yml and use source(), or ref() the model",
                                         code="undeclared-table"))
-    problems.raise_if_any()
     return warnings
 
 

@@ -68,19 +68,34 @@ class RunError(MvflowError):
 
 @dataclass
 class ProblemList:
-    """Collects problems so that one compile reports all of them, not just the first."""
+    """Collects problems so that one compile reports all of them, not just the first.
+
+    >>> problems = ProblemList()
+    >>> problems.add(Problem("a", "x.sql", 1)); problems.add(Problem("a", "x.sql", 1))
+    >>> problems.extend(ProjectError(Problem("b", "project.yml", 2)))
+    >>> try:
+    ...     problems.raise_if_any()
+    ... except MvflowError as exc:
+    ...     print(type(exc).__name__, len(exc.problems))
+    ProjectError 2
+    """
 
     problems: list[Problem] = field(default_factory=list)
+    error_type: type[MvflowError] | None = None
 
     def add(self, problem: Problem) -> None:
-        self.problems.append(problem)
+        if problem not in self.problems:  # the same folder default can fail for many models
+            self.problems.append(problem)
 
     def extend(self, error: MvflowError) -> None:
-        self.problems.extend(error.problems)
+        self.error_type = self.error_type or type(error)
+        for problem in error.problems:
+            self.add(problem)
 
-    def raise_if_any(self, error_type: type[MvflowError] = CompileError) -> None:
+    def raise_if_any(self, error_type: type[MvflowError] | None = None) -> None:
+        """Raise ``error_type`` (default: the type of the first error collected, else CompileError)."""
         if self.problems:
-            raise error_type(self.problems)
+            raise (error_type or self.error_type or CompileError)(self.problems)
 
 
 def snippet(text: str, line: int, col: int | None = None, context: int = 1) -> str:

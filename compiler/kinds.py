@@ -18,10 +18,11 @@ COMMON_KEYS = frozenset({"materialized", "schema", "database", "alias", "tags", 
 class KindError(ValueError):
     """An invalid kind or kind option; the caller adds file and line."""
 
-    def __init__(self, message: str, hint: str, code: str):
+    def __init__(self, message: str, hint: str, code: str, key: str = "materialized"):
         super().__init__(message)
         self.hint = hint
         self.code = code
+        self.key = key  # the config key at fault, so the caller can point at its line
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,7 @@ def create_kind(config: Mapping[str, Any]) -> Kind:
             f"unknown config key{'s' if len(unknown) > 1 else ''} for kind '{name}': {', '.join(unknown)}",
             "valid keys: " + ", ".join(sorted(allowed - {"delay_seconds"})),
             "unknown-config",
+            unknown[0],
         )
     values = {aliases.get(k, k): v for k, v in config.items() if aliases.get(k, k) in own}
     return cls(**{k: _coerce(cls, k, v) for k, v in values.items()})
@@ -123,18 +125,29 @@ def _coerce(cls: type[_Kind], key: str, value: Any) -> Any:
     if key == "delay_seconds":
         seconds = parse_duration(value)
         if seconds is None:
-            raise KindError(f"invalid delay {value!r}", "write a duration like 30s, 10m, 2h or 1d", "bad-config")
+            raise KindError(f"invalid delay {value!r}", "write a duration like 30s, 10m, 2h or 1d", "bad-config", "delay")
         return seconds
     if isinstance(default, tuple):
         if isinstance(value, str):
             return (value,)
         if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             return tuple(value)
-        raise KindError(f"{key} must be a name or a list of names, got {value!r}", f"e.g. {key}=['a', 'b']", "bad-config")
-    if isinstance(default, (int, float)) and not isinstance(value, bool):
-        try:
-            return type(default)(value)
-        except (TypeError, ValueError):
-            pass
-        raise KindError(f"{key} must be a number, got {value!r}", f"e.g. {key}={default}", "bad-config")
+        raise KindError(f"{key} must be a name or a list of names, got {value!r}", f"e.g. {key}=['a', 'b']", "bad-config", key)
+    if isinstance(default, (int, float)):
+        number = _number(type(default), value)
+        if number is None or number < 0 or (number == 0 and isinstance(default, int)):
+            raise KindError(f"{key} must be a positive number, got {value!r}", f"e.g. {key}={default}", "bad-config", key)
+        return number
+    if default is None and not isinstance(value, str):
+        raise KindError(f"{key} must be a name, got {value!r}", f"e.g. {key}='name'", "bad-config", key)
     return value
+
+
+def _number(kind: type, value: Any) -> int | float | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        return None
+    return number if kind is float or number == float(value) else None

@@ -5,12 +5,14 @@ Everything here is pure: SQL text in, sqlglot ASTs and names out.
 
 from __future__ import annotations
 
+import re
 from typing import Mapping
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError, OptimizeError, SqlglotError
+from sqlglot.errors import OptimizeError, ParseError, SqlglotError, TokenError
 from sqlglot.optimizer.qualify import qualify
+from sqlglot.tokens import TokenType
 
 from .errors import CompileError, Problem, snippet
 
@@ -25,31 +27,82 @@ def parse_select(sql: str, path: str) -> exp.Query:
     """
     try:
         statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+    except TokenError as exc:
+        raise _token_error(exc, sql, path) from exc
     except ParseError as exc:
         first = exc.errors[0] if exc.errors else {}
         line, col = first.get("line"), first.get("col")
-        description = first.get("description", str(exc)).split("\n")[0]
+        description = _describe(first.get("description", str(exc)).split("\n")[0])
         raise CompileError(
             Problem(
                 f"SQL syntax error in the rendered SQL: {description}",
                 path, line, col,
-                hint="fix the SQL near this line (line numbers are of the rendered SQL, see target/compiled/)",
+                hint="fix the SQL near this line (the snippet shows the SQL after Jinja rendering)",
                 code="sql-syntax",
                 snippet=snippet(sql, line, col) if line else None,
             )
         ) from exc
-    if len(statements) != 1:
+    starts = _statement_lines(sql)
+    if not statements:
+        raise CompileError(Problem("the model holds no SQL", path, 1, hint="write one SELECT", code="not-one-select"))
+    if len(statements) > 1:
         raise CompileError(
-            Problem(f"a model holds exactly one SELECT, found {len(statements)} statements", path, 1,
+            Problem(f"a model holds exactly one SELECT, found {len(statements)} statements (the second starts here)",
+                    path, starts[1] if len(starts) > 1 else 1,
                     hint="move other statements to before/after hooks or to another model", code="not-one-select")
         )
     statement = statements[0]
     if not isinstance(statement, exp.Query):
         raise CompileError(
-            Problem(f"a model is a SELECT, found {statement.key.upper()}", path, 1,
+            Problem(f"a model is a SELECT, found {statement.key.upper()}", path, starts[0] if starts else 1,
                     hint="write the model as a SELECT; mvflow writes the DDL/DML itself", code="not-a-select")
         )
     return statement
+
+
+def _describe(description: str) -> str:
+    """sqlglot's parse error text, without Python class and token reprs.
+
+    >>> _describe("Required keyword: 'this' missing for <class 'sqlglot.expressions.query.Where'>")
+    'incomplete WHERE: something is missing after it'
+    >>> _describe("Expected table name but got <Token token_type: TokenType.SENTINEL, text: SENTINEL, line: 1>")
+    'Expected table name but got the end of the SQL'
+    """
+    missing = re.match(r"Required keyword: '\w+' missing for <class '[\w.]*\.(\w+)'>", description)
+    if missing:
+        return f"incomplete {missing.group(1).upper()}: something is missing after it"
+    description = re.sub(r"<Token token_type: TokenType\.SENTINEL[^>]*>", "the end of the SQL", description)
+    return re.sub(r"<Token token_type: [^,]*, text: ([^,]*),[^>]*>", r"'\1'", description)
+
+
+def _token_error(exc: TokenError, sql: str, path: str) -> CompileError:
+    """An unterminated quote or comment: sqlglot's cause names the offset where it starts."""
+    match = re.search(r"Missing (\S+) from \d+:(\d+)", str(exc.__cause__ or ""))
+    opened, offset = (match.group(1), int(match.group(2))) if match else ("/*", sql.rfind("/*"))
+    if not match and (offset < 0 or "*/" in sql[offset:]):
+        opened, offset = "", -1
+    line = col = None
+    if offset >= 0:
+        line = sql.count("\n", 0, offset) + 1
+        col = offset - (sql.rfind("\n", 0, offset) + 1) + 1
+    what = f"{opened} opened here is never closed" if opened else "cannot split the SQL into tokens"
+    return CompileError(
+        Problem(f"SQL syntax error in the rendered SQL: {what}", path, line, col,
+                hint="close the quote, backtick or comment", code="sql-syntax",
+                snippet=snippet(sql, line, col) if line else None)
+    )
+
+
+def _statement_lines(sql: str) -> list[int]:
+    """The line where each statement of ``sql`` starts (its first token, comments skipped)."""
+    lines, after_semicolon = [], True
+    for token in sqlglot.Dialect.get_or_raise(DIALECT).tokenize(sql):
+        if token.token_type == TokenType.SEMICOLON:
+            after_semicolon = True
+        elif after_semicolon:
+            lines.append(token.line)
+            after_semicolon = False
+    return lines
 
 
 def table_name(table: exp.Table) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,7 @@ class Project:
     model_defaults: Mapping[str, Any]
     targets: Mapping[str, Target]
     default_target: str
+    targets_line: int = 0  # line of 'targets:' in project.yml, for errors
 
     @property
     def target_dir(self) -> Path:
@@ -76,11 +78,14 @@ class Project:
     def target(self, name: str | None = None) -> Target:
         name = name or self.default_target
         if name not in self.targets:
+            close = difflib.get_close_matches(name, list(self.targets), n=1)
+            known = "targets defined: " + ", ".join(sorted(self.targets))
             raise ProjectError(
                 Problem(
                     f"unknown target '{name}'",
                     PROJECT_FILE,
-                    hint="targets defined: " + ", ".join(sorted(self.targets)),
+                    self.targets_line or None,
+                    hint=(f"did you mean '{close[0]}'? " if close else "") + known,
                     code="unknown-target",
                 )
             )
@@ -104,14 +109,24 @@ class Project:
 
         ``model_path`` is relative to its model root (``staging/stg_offers.sql``); deeper
         folders override shallower ones.
+
+        >>> p = Project(Path("."), "p", "1", ("models",), (), (), "target", {},
+        ...             {"+materialized": "view", "marts": {"+materialized": "table"}}, {}, "local")
+        >>> p.defaults_for("marts/x.sql"), p.defaults_for("staging/y.sql")
+        ({'materialized': 'table'}, {'materialized': 'view'})
         """
-        result: dict[str, Any] = {}
+        return {key: value for key, (value, _) in self.defaults_with_lines(model_path).items()}
+
+    def defaults_with_lines(self, model_path: str) -> dict[str, tuple[Any, int]]:
+        """Like ``defaults_for``, each value with its line in project.yml (0 if unknown)."""
+        result: dict[str, tuple[Any, int]] = {}
         node: Any = self.model_defaults
         folders = model_path.split("/")[:-1]
         for depth in range(len(folders) + 1):
             if not isinstance(node, Mapping):
                 break
-            result.update({k[1:]: v for k, v in node.items() if k.startswith("+")})
+            lines = node.line_of if isinstance(node, LineDict) else (lambda key: 0)
+            result.update({k[1:]: (v, lines(k)) for k, v in node.items() if k.startswith("+")})
             if depth < len(folders):
                 node = node.get(folders[depth])
         return result
@@ -132,7 +147,11 @@ def _render_values(value: Any, display: str, line: int) -> Any:
         try:
             return jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(value).render(env_var=env_var)
         except jinja2.TemplateError as exc:
-            raise ProjectError(Problem(f"cannot render value {value!r}: {exc}", display, line, code="jinja")) from exc
+            raise ProjectError(
+                Problem(f"cannot render value {value!r}: {exc}", display, line, code="jinja",
+                        hint="set the environment variable or give a default: env_var('NAME', 'default')"
+                        if "environment variable" in str(exc) else "fix the {{ }} expression")
+            ) from exc
     if isinstance(value, LineDict):
         rendered = LineDict({k: _render_values(v, display, value.line_of(k)) for k, v in value.items()})
         rendered.line, rendered.key_lines = value.line, value.key_lines
@@ -182,6 +201,7 @@ def load_project(root: Path | str) -> Project:
         model_defaults=data.get("models") or {},
         targets=targets,
         default_target=default_target,
+        targets_line=data.line_of("targets") if "targets" in data else 0,
     )
 
 

@@ -8,6 +8,7 @@ is known, to produce the final SQL with fully qualified table names.
 
 from __future__ import annotations
 
+import difflib
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -64,12 +65,13 @@ class Renderer:
         self._resolve_ref: Resolver | None = None
         self._resolve_source: Callable[[str, str, int], str] | None = None
         self._this = ""
+        self._model: str | None = None  # template name of the model being rendered
         self.env.globals.update(
             ref=self._ref,
             source=self._source,
             config=self._config,
             var=self._var,
-            env_var=env_var,
+            env_var=_env_var,
             this=_This(self),
         )
         self.macros = self._load_macros()
@@ -78,7 +80,7 @@ class Renderer:
     def _ref(self, name: str, *extra: str) -> str:
         if extra or not isinstance(name, str):
             raise _RenderFailure("ref() takes one model name", "write {{ ref('model_name') }}", "bad-ref")
-        line = _template_line()
+        line = _template_line(self._model)
         assert self._current is not None
         self._current.refs.append(Call(name, line))
         return self._resolve_ref(name, line) if self._resolve_ref else name
@@ -86,14 +88,14 @@ class Renderer:
     def _source(self, database: str, name: str | None = None) -> str:
         if name is None:
             raise _RenderFailure("source() takes a database and a table name", "write {{ source('stage', 'offers') }}", "bad-source")
-        line = _template_line()
+        line = _template_line(self._model)
         assert self._current is not None
         self._current.sources.append(Call(f"{database}.{name}", line))
         return self._resolve_source(database, name, line) if self._resolve_source else f"{database}.{name}"
 
     def _config(self, **kwargs: Any) -> str:
         assert self._current is not None
-        line = _template_line()
+        line = _template_line(self._model)
         for key, value in kwargs.items():
             self._current.config[key] = value
             self._current.config_lines[key] = line
@@ -104,7 +106,13 @@ class Renderer:
             return self.project.vars[name]
         if default is not None:
             return default
-        raise _RenderFailure(f"var '{name}' is not defined", "add it under 'vars:' in project.yml or pass a default: var('name', default)", "undefined-var")
+        close = difflib.get_close_matches(name, list(self.project.vars), n=1)
+        raise _RenderFailure(
+            f"var '{name}' is not defined",
+            (f"did you mean '{close[0]}'? Or " if close else "")
+            + "add it under 'vars:' in project.yml or pass a default: var('name', default)",
+            "undefined-var",
+        )
 
     # -- rendering ----------------------------------------------------------------------
     def template(self, path: Path) -> jinja2.Template:
@@ -127,14 +135,15 @@ class Renderer:
         """Render one model. Without resolvers, ref/source return placeholder names."""
         self._current = Rendered(sql="")
         self._resolve_ref, self._resolve_source, self._this = resolve_ref, resolve_source, this
+        self._model = template.name
         try:
             self._current.sql = template.render()
         except CompileError:
             raise
         except Exception as exc:  # noqa: BLE001 - any template failure is the user's
-            raise _template_error(exc, template.name) from exc
+            raise _template_error(exc, template.name, self.project.root) from exc
         finally:
-            result, self._current = self._current, None
+            result, self._current, self._model = self._current, None, None
         return result
 
     def _load_macros(self) -> dict[str, Any]:
@@ -149,7 +158,7 @@ class Renderer:
                 problems += exc.problems
                 continue
             except Exception as exc:  # noqa: BLE001
-                problems += _template_error(exc, display).problems
+                problems += _template_error(exc, display, self.project.root).problems
                 continue
             for name in sorted(n for n in dir(module) if not n.startswith("_")):
                 if name in macros:
@@ -175,33 +184,58 @@ class _This:
     __html__ = __str__
 
 
-def _template_line() -> int:
-    """The template line of the innermost Jinja frame on the stack (0 if none)."""
+def _env_var(name: str, default: str | None = None) -> str:
+    try:
+        return env_var(name, default)
+    except jinja2.UndefinedError as exc:
+        raise _RenderFailure(str(exc), f"set {name} in the environment or give a default: env_var('{name}', 'default')",
+                             "undefined-env-var") from exc
+
+
+def _template_line(name: str | None = None) -> int:
+    """The line in template ``name`` (else in the innermost template) that is running now (0 if none)."""
     frame = sys._getframe(1)
+    innermost = 0
     while frame is not None:
         template = frame.f_globals.get("__jinja_template__")
         if template is not None:
-            return template.get_corresponding_lineno(frame.f_lineno)
+            line = template.get_corresponding_lineno(frame.f_lineno)
+            if name is None or template.name == name:
+                return line
+            innermost = innermost or line
         frame = frame.f_back
-    return 0
+    return innermost
 
 
-def _template_error(exc: Exception, name: str | None) -> CompileError:
-    """Map any exception raised while rendering to the template file and line."""
-    line, path = None, name
-    for entry in reversed(traceback.extract_tb(exc.__traceback__)):
-        if entry.filename and (name and entry.filename.endswith(name) or entry.filename.endswith((".sql", ".jinja"))):
-            line = entry.lineno
-            path = name if name and entry.filename.endswith(name) else entry.filename
-            break
+def _template_error(exc: Exception, name: str | None, root: Path) -> CompileError:
+    """Map any exception raised while rendering to the template file and line.
+
+    When the error is inside a macro, it is reported at the macro's line and the message
+    says which line of ``name`` called it.
+    """
+    frames = [
+        (_display(entry.filename, root), entry.lineno)
+        for entry in traceback.extract_tb(exc.__traceback__)
+        if entry.filename and entry.filename.endswith((".sql", ".jinja")) and entry.lineno
+    ]
+    path, line = frames[-1] if frames else (name, None)
+    called = next((f"{p}:{n}" for p, n in frames if p == name), None) if path != name else None
+    where = f" (in a macro called from {called})" if called else ""
     if isinstance(exc, _RenderFailure):
-        return CompileError(Problem(str(exc), path, line, hint=exc.hint, code=exc.code))
+        return CompileError(Problem(str(exc) + where, path, line, hint=exc.hint, code=exc.code))
     if isinstance(exc, jinja2.UndefinedError):
-        return CompileError(Problem(f"undefined in template: {exc.message}", path, line,
-                                    hint="define it, pass it as a var, or fix the spelling", code="jinja-undefined"))
+        return CompileError(Problem(f"undefined in template: {exc.message}{where}", path, line,
+                                    hint="fix the spelling; project variables are read with var('name')", code="jinja-undefined"))
     if isinstance(exc, jinja2.TemplateSyntaxError):
-        return CompileError(Problem(f"Jinja syntax error: {exc.message}", exc.filename or path, exc.lineno,
+        return CompileError(Problem(f"Jinja syntax error: {exc.message}", exc.name or path, exc.lineno,
                                     hint="check the {{ }} / {% %} tags near this line", code="jinja-syntax"))
-    return CompileError(Problem(f"error while rendering: {type(exc).__name__}: {exc}", path, line,
+    return CompileError(Problem(f"error while rendering: {type(exc).__name__}: {exc}{where}", path, line,
                                 hint="fix the Jinja expression on this line", code="jinja-error"))
 
+
+def _display(filename: str, root: Path) -> str:
+    """A template's file as a project-relative path when it is inside the project."""
+    try:
+        return Path(filename).resolve().relative_to(root).as_posix()
+    except ValueError:
+        return filename

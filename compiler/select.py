@@ -12,16 +12,17 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 import networkx as nx
 
 from .errors import Problem, SelectionError
 from .graph import is_model, model_id, node_name
+from .kinds import KINDS
 
 _CRITERION = re.compile(
-    r"^(?P<at>@)?(?:(?P<up_depth>\d*)(?P<up>\+))?(?:(?P<method>[a-z_]+):)?(?P<value>[^+@,\s]+?)(?:(?P<down>\+)(?P<down_depth>\d*))?$"
+    r"^(?P<at>@)?(?:(?P<up_depth>\d*)(?P<up>\+))?(?:(?P<method>[a-z_]+):)?(?P<value>[^+@,:\s]+?)(?:(?P<down>\+)(?P<down_depth>\d*))?$"
 )
 METHODS = ("name", "tag", "path", "kind", "source")
 
@@ -44,7 +45,12 @@ def parse_criterion(text: str) -> Criterion:
     Criterion(method='tag', value='nightly', parents=True, parents_depth=2, children=True, children_depth=None, childrens_parents=False)
     """
     match = _CRITERION.match(text)
-    if not match or (match.group("method") or "name") not in METHODS or (match.group("at") and match.group("up")):
+    if match and (match.group("method") or "name") not in METHODS:
+        raise SelectionError(
+            Problem(f"unknown selection method '{match.group('method')}:' in '{text}'",
+                    hint="methods: " + ", ".join(f"{m}:" for m in METHODS), code="bad-selection")
+        )
+    if not match or (match.group("at") and match.group("up")):
         raise SelectionError(
             Problem(
                 f"invalid selection '{text}'",
@@ -65,10 +71,17 @@ def parse_criterion(text: str) -> Criterion:
 
 
 def select(graph: nx.DiGraph, select: Iterable[str] = (), exclude: Iterable[str] = ()) -> list[str]:
-    """Selected model names in topological order; no ``select`` means every model."""
+    """Selected model names in topological order; no ``select`` means every model.
+
+    Errors name the option they come from (``--select`` / ``--exclude``).
+
+    >>> g = nx.DiGraph([("model.a", "model.b"), ("model.b", "model.c")])
+    >>> select(g, ["b+"]), select(g, ["+c"], exclude=["b"])
+    (['b', 'c'], ['a', 'c'])
+    """
     select, exclude = _split(select), _split(exclude)
-    chosen = _union(graph, select) if select else {n for n in graph if is_model(n)}
-    chosen -= _union(graph, exclude)
+    chosen = _union(graph, select, "--select") if select else {n for n in graph if is_model(n)}
+    chosen -= _union(graph, exclude, "--exclude")
     order = nx.lexicographical_topological_sort(graph)
     return [node_name(n) for n in order if n in chosen and is_model(n)]
 
@@ -77,11 +90,14 @@ def _split(expressions: Iterable[str]) -> list[str]:
     return [term for expression in expressions for term in expression.split()]
 
 
-def _union(graph: nx.DiGraph, terms: list[str]) -> set[str]:
+def _union(graph: nx.DiGraph, terms: list[str], option: str) -> set[str]:
     result: set[str] = set()
-    for term in terms:
-        parts = [_expand(graph, parse_criterion(part)) for part in term.split(",")]
-        result |= set.intersection(*parts)
+    try:
+        for term in terms:
+            parts = [_expand(graph, parse_criterion(part)) for part in term.split(",")]
+            result |= set.intersection(*parts)
+    except SelectionError as exc:
+        raise SelectionError([replace(p, path=p.path or option) for p in exc.problems]) from exc
     return result
 
 
@@ -120,6 +136,9 @@ def _match(graph: nx.DiGraph, criterion: Criterion) -> set[str]:
     if method == "tag":
         return {n for n in graph if value in data[n].get("tags", ())}
     if method == "kind":
+        if value not in KINDS:
+            raise SelectionError(Problem(f"unknown kind '{value}' in 'kind:{value}'", hint="kinds: " + ", ".join(KINDS),
+                                         code="bad-selection"))
         return {n for n in graph if data[n].get("kind") == value}
     if method == "source":
         return {n for n in graph if not is_model(n) and fnmatch.fnmatchcase(node_name(n), value)}

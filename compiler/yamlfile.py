@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from .errors import Problem, ProjectError
+from .errors import Problem, ProjectError, snippet
 
 
 class LineDict(dict):
@@ -53,20 +53,58 @@ def load_yaml(path: Path, display: str) -> Any:
 
 
 def load_yaml_text(text: str, display: str) -> Any:
+    """Parse YAML text; a syntax error is a ProjectError at the line where the problem starts.
+
+    >>> load_yaml_text("a: [1, 2]", "x.yml")
+    {'a': [1, 2]}
+    >>> try:
+    ...     load_yaml_text("a: [1, 2\\nb: 3\\n", "x.yml")
+    ... except ProjectError as exc:
+    ...     print(exc.problems[0].format())
+    x.yml:2:2: [yaml] invalid YAML: expected ',' or ']', but got ':' (in the flow sequence that starts at line 1) — fix the YAML syntax (indentation, ':' after keys, closing brackets and quotes)
+        1 | a: [1, 2
+        2 | b: 3
+          |  ^
+    """
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise ProjectError(
-            Problem(
-                f"invalid YAML: {exc.problem or exc.context}",
-                display,
-                line=mark.line + 1 if mark else None,
-                col=mark.column + 1 if mark else None,
-                hint="fix the YAML syntax (indentation, ':' after keys, quotes)",
-                code="yaml",
-            )
-        ) from exc
+        raise ProjectError(_yaml_problem(exc, text, display)) from exc
+
+
+def _yaml_problem(exc: yaml.MarkedYAMLError, text: str, display: str) -> Problem:
+    mark = exc.problem_mark or exc.context_mark
+    lines = len(text.splitlines())
+    at_end = mark is None or mark.line >= lines
+    if exc.context_mark and at_end:
+        # "unexpected end of stream": the useful place is where the unclosed thing started
+        mark = exc.context_mark
+    message = f"invalid YAML: {exc.problem or exc.context}"
+    if exc.problem and exc.context and exc.context_mark:
+        what = exc.context.replace("while scanning ", "").replace("while parsing ", "").removeprefix("a ")
+        if exc.context_mark is mark:
+            message += f" (in the {what} that starts here)"
+        elif exc.context_mark.line != mark.line:
+            message += f" (in the {what} that starts at line {exc.context_mark.line + 1})"
+    line = mark.line + 1 if mark else None
+    col = mark.column + 1 if mark else None
+    return Problem(
+        message, display, line=line, col=col, hint=_yaml_hint(exc), code="yaml",
+        snippet=snippet(text, line, col) if line and line <= lines else None,
+    )
+
+
+def _yaml_hint(exc: yaml.MarkedYAMLError) -> str:
+    problem = str(exc.problem or "")
+    if "'\\t'" in problem:
+        return "indent YAML with spaces, not tabs"
+    if "duplicate key" in problem:
+        return "remove or rename one of the two keys"
+    if "mapping values are not allowed" in problem:
+        return "check this line's indentation, and quote values that contain ': '"
+    if "quoted scalar" in str(exc.context or ""):
+        return "close the quote"
+    return "fix the YAML syntax (indentation, ':' after keys, closing brackets and quotes)"
 
 
 def check_keys(

@@ -1,0 +1,3 @@
+{{ config(materialized='fact',
+          maxstep='lots') }}
+select 1 as x

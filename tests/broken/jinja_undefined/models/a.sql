@@ -1,0 +1,3 @@
+select
+  {{ colums }} as x
+from t

@@ -1,0 +1,3 @@
+{% macro live(alias) -%}
+  NOT {{ alias }}.is_deleted
+{%- endmacr %}

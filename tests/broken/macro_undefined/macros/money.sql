@@ -1,0 +1,3 @@
+{% macro money(expr) -%}
+  CAST(ROUND({{ expr }}, {{ precision }}) AS DECIMAL(12, 2))
+{%- endmacro %}

@@ -1,0 +1,3 @@
+select
+  {{ money('p.price') }} as price
+from {{ ref('b') }} as p

@@ -1,0 +1,3 @@
+select x
+
+from {{ ref('nope_two') }}

@@ -1,0 +1,2 @@
+select 1 as x,
+from t where

@@ -1,0 +1,2 @@
+{{ config(enabled=false) }}
+select 1 as x

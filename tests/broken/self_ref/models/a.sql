@@ -1,0 +1,2 @@
+select x
+from {{ ref('a') }}

@@ -1,0 +1,5 @@
+{{ config(materialized='view') }}
+select
+  a b c,
+  b
+from {{ ref('b') }}

@@ -1,0 +1,2 @@
+select 1 as x;
+select 2 as y

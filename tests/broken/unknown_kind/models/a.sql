@@ -1,0 +1,3 @@
+
+{{ config(materialized='incremental') }}
+select 1 as x

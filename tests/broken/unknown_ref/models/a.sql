@@ -1,0 +1,2 @@
+select s.shop_id
+from {{ ref('stg_shop') }} as s

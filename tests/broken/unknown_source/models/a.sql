@@ -1,0 +1,3 @@
+select o.offer_id
+from
+  {{ source('stage', 'offer') }} as o

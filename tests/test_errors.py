@@ -1,0 +1,115 @@
+"""The broken-project corpus (tests/broken/<case>/): every user error names its file and line,
+says what is wrong and what to do, exits 2 with no traceback, and writes nothing."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from compiler.cli import main
+from compiler.errors import CompileError, MvflowError, Problem, ProblemList, ProjectError, snippet
+
+BROKEN = Path(__file__).parent / "broken"
+CASES = sorted(p for p in BROKEN.iterdir() if p.is_dir())
+PROBLEM = re.compile(r"^(?:error: )?(?P<where>\S+?): \[(?P<code>[a-z-]+)\] (?P<what>.+?) — (?P<hint>.+)$")
+
+
+def _expected(case: Path) -> tuple[list[str], list[str], int | None]:
+    """(command args, expected substrings, number of problems or None) of a case."""
+    args, count, lines = ["compile"], None, []
+    for line in (case / "expected.txt").read_text().splitlines():
+        if line.startswith("# args:"):
+            args = line[len("# args:"):].split()
+        elif line.startswith("# problems:"):
+            count = int(line[len("# problems:"):])
+        elif line.strip() and not line.startswith("#"):
+            lines.append(line)
+    return args, lines, count
+
+
+def _run(project: Path, args: list[str], capsys) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--project-dir", str(project), *args])
+    return exit_info.value.code, capsys.readouterr().err
+
+
+def test_corpus_is_there():
+    assert len(CASES) >= 25
+    assert all((case / "expected.txt").is_file() for case in CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
+def test_broken_project(case: Path, tmp_path: Path, capsys, monkeypatch):
+    monkeypatch.delenv("MVFLOW_TEST_SURELY_UNSET", raising=False)
+    project = shutil.copytree(case, tmp_path / case.name)
+    args, expected, count = _expected(case)
+
+    code, err = _run(project, args, capsys)
+
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert err.startswith("error: ")
+    problems = [PROBLEM.match(line) for line in err.splitlines() if not line.startswith(" ")]
+    assert problems and all(problems), f"every problem line reads 'where: [code] what — hint':\n{err}"
+    for problem in problems:
+        where = problem["where"]
+        # a file with a line, or (for a bad command-line argument) the option at fault
+        assert re.fullmatch(r"[\w./-]+\.(sql|yml):\d+(:\d+)?", where) or where.startswith("--"), where
+    if count is not None:
+        assert len(problems) == count, err
+    for line in expected:
+        assert line in err, f"{line!r} not in:\n{err}"
+    assert not (project / "target").exists() and not (project / ".mvflow").exists()
+
+
+def test_debug_shows_the_traceback(tmp_path: Path):
+    project = shutil.copytree(BROKEN / "unknown_ref", tmp_path / "p")
+    with pytest.raises(CompileError) as info:
+        main(["--project-dir", str(project), "--debug", "compile"])
+    assert info.value.problems[0].code == "unknown-ref"
+
+
+def test_no_project_file(tmp_path: Path, capsys):
+    code, err = _run(tmp_path, ["compile"], capsys)
+    assert code == 2 and "[no-project]" in err and "--project-dir" in err
+
+
+def test_yaml_errors_are_project_errors_and_compile_errors_are_compile_errors(tmp_path: Path):
+    from compiler.compile import compile_project
+    from compiler.project import load_project
+
+    yaml_case = shutil.copytree(BROKEN / "yaml_lineage", tmp_path / "y")
+    with pytest.raises(ProjectError):
+        compile_project(load_project(yaml_case))
+    ref_case = shutil.copytree(BROKEN / "unknown_ref", tmp_path / "r")
+    with pytest.raises(CompileError):
+        compile_project(load_project(ref_case))
+
+
+def test_problem_format():
+    assert Problem("bad", "m.sql", 3, 5, "fix it", "code").format() == "m.sql:3:5: [code] bad — fix it"
+    assert Problem("bad").format() == "[error] bad"
+    assert Problem("bad", "p.yml", hint="h").format() == "p.yml: [error] bad — h"
+
+
+def test_problem_list_keeps_order_and_drops_duplicates():
+    problems = ProblemList()
+    for message in ("b", "a", "b"):
+        problems.add(Problem(message, "x.sql", 1))
+    with pytest.raises(CompileError) as info:
+        problems.raise_if_any()
+    assert [p.message for p in info.value.problems] == ["b", "a"]
+    ProblemList().raise_if_any()  # nothing collected: no error
+
+
+def test_snippet_at_first_and_last_line():
+    assert snippet("only", 1, 1) == "    1 | only\n      | ^"
+    assert snippet("a\nb", 2) == "    1 | a\n    2 | b"
+
+
+def test_error_message_joins_all_problems():
+    error = MvflowError([Problem("one", "a.sql", 1), Problem("two", "b.sql", 2)])
+    assert str(error) == "a.sql:1: [error] one\nb.sql:2: [error] two"
