@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,12 +20,13 @@ from sqlglot import exp
 from .errors import CompileError, MvflowError, Problem, ProblemList
 from .graph import build_graph, model_id, model_order, source_id
 from .kinds import Kind, KindError, create_kind
-from .parse import output_columns, parse_select, table_references
+from .parse import column_line, output_columns, parse_select, table_references, unnamed_columns
 from .project import PROJECT_FILE, Project
 from .render import Call, Renderer
 from .sources import Source, load_sources
 from .yamlfile import LineDict, check_keys, load_yaml
 
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DOC_MODEL_KEYS = {"name", "description", "tags", "config", "columns"}
 _DOC_COLUMN_KEYS = {"name", "description", "type", "tags", "tests"}
 
@@ -139,6 +141,11 @@ def _collect_models(project: Project, renderer: Renderer, docs: dict[str, LineDi
                                  hint="model names are file names and must be unique: rename one file", code="duplicate-model"))
             continue
         files[name] = display
+        if not _IDENTIFIER.fullmatch(name):
+            problems.add(Problem(f"model name '{name}' (the file name) is not a valid table name", display, 1,
+                                 hint="rename the file with letters, digits and _ only", code="bad-name"))
+            unusable[name] = "broken"
+            continue
         try:
             template = renderer.template(path)
             first = renderer.render(template, this=f"{database}.{name}")
@@ -168,10 +175,17 @@ def _model_config(project: Project, display: str, first, doc: LineDict | None):
     doc_config = (doc or {}).get("config") or {}
     for key, value in doc_config.items():
         line = doc_config.line_of(key) if isinstance(doc_config, LineDict) else doc.line
-        config[key], origin[key] = value, (doc.path, line)
+        config[key], origin[key] = _merged(config, key, value), (doc.path, line)
     for key, value in first.config.items():
-        config[key], origin[key] = value, (display, first.config_lines.get(key, 1))
+        config[key], origin[key] = _merged(config, key, value), (display, first.config_lines.get(key, 1))
     return config, origin
+
+
+def _merged(config: dict[str, Any], key: str, value: Any) -> Any:
+    """A config value overrides the one from above, except tags, which add up (as in dbt)."""
+    if key != "tags" or key not in config:
+        return value
+    return _as_list(config[key]) + [t for t in _as_list(value) if t not in _as_list(config[key])]
 
 
 def _under_root(project: Project, display: str) -> str:
@@ -227,6 +241,11 @@ def _model(project: Project, display: str, name: str, first, doc: LineDict | Non
         path, line = origin.get(exc.key, (display, 1))
         raise CompileError(Problem(str(exc), path, line, hint=exc.hint, code=exc.code)) from exc
     schema = str(config.get("schema") or config.get("database") or database)
+    for key, value in (("schema", schema), ("alias", config.get("alias") or name)):
+        if not _IDENTIFIER.fullmatch(str(value)):
+            path, line = origin.get(key, origin.get("database", (display, 1)))
+            raise CompileError(Problem(f"{key} '{value}' is not a valid name", path, line,
+                                       hint="use letters, digits and _ only", code="bad-name"))
     tags = tuple(sorted(set(_as_list(config.get("tags"))) | set(_as_list((doc or {}).get("tags")))))
     raw = (project.root / display).read_text(encoding="utf-8")
     return Model(
@@ -250,7 +269,7 @@ def _model(project: Project, display: str, name: str, first, doc: LineDict | Non
 def _as_list(value: Any) -> list[str]:
     if not value:
         return []
-    return [value] if isinstance(value, str) else [str(v) for v in value]
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
 
 
 def _did_you_mean(name: str, candidates) -> str | None:
@@ -324,6 +343,9 @@ def _parse_models(models: dict[str, Model], sources: dict[str, Source], problems
         except CompileError as exc:
             problems.extend(exc)
             continue
+        for text, line in unnamed_columns(model.ast):
+            warnings.append(Problem(f"output column '{text}' has no name: Spark names it after the expression text",
+                                    model.path, line, hint=f"add an alias: {text} AS <name>", code="unnamed-column"))
         for table, line in table_references(model.ast):
             if table not in declared:
                 model.undeclared_tables.append(table)
@@ -334,6 +356,12 @@ def _parse_models(models: dict[str, Model], sources: dict[str, Source], problems
 
 
 def _infer_columns(manifest: Manifest) -> None:
+    """Output columns of every model in DAG order (``*`` expanded where inputs are known).
+
+    Two output columns with one name (Spark compares names case-insensitively) are an error:
+    Spark would refuse to create the view or table.
+    """
+    problems = ProblemList()
     schema = manifest.schema()
     for name in manifest.order():
         model = manifest.models[name]
@@ -341,6 +369,20 @@ def _infer_columns(manifest: Manifest) -> None:
         if model.columns:
             db, _, table = model.relation.partition(".")
             schema.setdefault(db, {})[table] = {c: "string" for c in model.columns}
+            for column in _duplicates(model.columns):
+                problems.add(Problem(f"two output columns are named '{column}'", model.path, column_line(model.ast, column),
+                                     hint="give one of them another alias (AS ...)", code="duplicate-column"))
+    problems.raise_if_any()
+
+
+def _duplicates(columns: list[str]) -> list[str]:
+    seen: set[str] = set()
+    found = []
+    for column in columns:
+        if column.lower() in seen and column not in found:
+            found.append(column)
+        seen.add(column.lower())
+    return found
 
 
 def _load_model_docs(project: Project) -> dict[str, LineDict]:

@@ -131,16 +131,19 @@ def table_references(query: exp.Query) -> list[tuple[str, int]]:
 def output_columns(query: exp.Query, schema: Mapping[str, Mapping[str, Mapping[str, str]]]) -> list[str] | None:
     """Output column names of a query; ``*`` is expanded when the schema knows the tables.
 
-    Returns None when a ``*`` cannot be expanded.
+    Returns None when a ``*`` cannot be expanded. An expression without an alias is named by
+    its SQL text (Spark names it after the expression too, see ``unnamed_columns``).
 
-    >>> output_columns(parse_select("select a, b + 1 as c from t", "m"), {})
-    ['a', 'c']
-    >>> output_columns(parse_select("select * from d.t", "m"), {"d": {"t": {"x": "int"}}})
-    ['x']
+    >>> output_columns(parse_select("select a, b + 1 as c, count(*) from t", "m"), {})
+    ['a', 'c', 'COUNT(*)']
+    >>> output_columns(parse_select("select *, upper(x) from d.t", "m"), {"d": {"t": {"x": "int"}}})
+    ['x', 'UPPER(x)']
+    >>> output_columns(parse_select("select * from d.unknown", "m"), {}) is None
+    True
     """
     select = _leftmost_select(query)
-    if not any(isinstance(p, exp.Star) or (isinstance(p, exp.Column) and p.is_star) for p in select.expressions):
-        return [p.alias_or_name for p in select.expressions]
+    if not any(_is_star(p) for p in select.expressions):
+        return [_column_name(p) for p in select.expressions]
     try:
         qualified = qualify(
             query.copy(), schema=dict(schema) or None, dialect=DIALECT, validate_qualify_columns=False,
@@ -148,15 +151,63 @@ def output_columns(query: exp.Query, schema: Mapping[str, Mapping[str, Mapping[s
         )
     except (OptimizeError, SqlglotError, KeyError, ValueError):
         return None
-    names = [p.alias_or_name for p in _leftmost_select(qualified).expressions]
-    return None if "*" in names else names
+    projections = _leftmost_select(qualified).expressions
+    if any(_is_star(p) for p in projections):
+        return None
+    return [_column_name(p) for p in projections]
+
+
+def unnamed_columns(query: exp.Query) -> list[tuple[str, int]]:
+    """Output expressions without an alias (other than plain columns), with their lines.
+
+    >>> unnamed_columns(parse_select("select a,\\n  a + 1,\\n  b as c from t", "m"))
+    [('a + 1', 2)]
+    """
+    found = []
+    for projection in _leftmost_select(query).expressions:
+        if not isinstance(projection, (exp.Alias, exp.Column, exp.Star)):
+            line = next((n.meta["line"] for n in projection.walk() if "line" in n.meta), 1)
+            found.append((projection.sql(dialect=DIALECT), line))
+    return found
+
+
+def column_line(query: exp.Query, name: str) -> int:
+    """The line of the last output expression named ``name``, else of the last ``*`` (1 if none).
+
+    >>> column_line(parse_select("select a,\\n  b,\\n  a + 1 as a from t", "m"), "a")
+    3
+    """
+    lines = 1
+    for projection in _leftmost_select(query).expressions:
+        if _is_star(projection) or projection.alias_or_name.lower() == name.lower():
+            lines = next((n.meta["line"] for n in projection.walk() if "line" in n.meta), lines)
+    return lines
+
+
+def _is_star(projection: exp.Expression) -> bool:
+    return isinstance(projection, exp.Star) or (isinstance(projection, exp.Column) and projection.is_star)
+
+
+def _column_name(projection: exp.Expression) -> str:
+    if isinstance(projection, exp.Alias):
+        # qualify() names unnamed expressions _col_<n>: name them by their text instead
+        if re.fullmatch(r"_col_\d+", projection.alias):
+            return _expression_name(projection.this)
+        return projection.alias
+    if isinstance(projection, exp.Column):
+        return projection.alias_or_name
+    return _expression_name(projection)
+
+
+def _expression_name(expression: exp.Expression) -> str:
+    """The text of an unnamed expression, columns without their table (as Spark names it)."""
+    bare = expression.transform(lambda n: exp.column(n.name) if isinstance(n, exp.Column) and n.table else n)
+    return bare.sql(dialect=DIALECT)
 
 
 def _leftmost_select(query: exp.Query) -> exp.Select:
-    while isinstance(query, exp.SetOperation):
-        query = query.left
-    while isinstance(query, exp.Subquery):
-        query = query.this
+    while isinstance(query, (exp.SetOperation, exp.Subquery)):
+        query = query.left if isinstance(query, exp.SetOperation) else query.this
     return query  # type: ignore[return-value]
 
 

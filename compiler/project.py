@@ -114,6 +114,8 @@ class Project:
         ...             {"+materialized": "view", "marts": {"+materialized": "table"}}, {}, "local")
         >>> p.defaults_for("marts/x.sql"), p.defaults_for("staging/y.sql")
         ({'materialized': 'table'}, {'materialized': 'view'})
+
+        Tags add up: ``+tags: [a]`` above and ``+tags: b`` below give ``['a', 'b']``.
         """
         return {key: value for key, (value, _) in self.defaults_with_lines(model_path).items()}
 
@@ -126,10 +128,20 @@ class Project:
             if not isinstance(node, Mapping):
                 break
             lines = node.line_of if isinstance(node, LineDict) else (lambda key: 0)
-            result.update({k[1:]: (v, lines(k)) for k, v in node.items() if k.startswith("+")})
+            for key, value in node.items():
+                if key == "+tags" and "tags" in result:  # tags add up, like dbt's
+                    value = _as_list(result["tags"][0]) + [t for t in _as_list(value) if t not in _as_list(result["tags"][0])]
+                if key.startswith("+"):
+                    result[key[1:]] = (value, lines(key))
             if depth < len(folders):
                 node = node.get(folders[depth])
         return result
+
+
+def _as_list(value: Any) -> list:
+    if value in (None, ""):
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def env_var(name: str, default: str | None = None) -> str:

@@ -153,7 +153,9 @@ class Renderer:
         for path in self.project.files("macros", (".sql", ".jinja")):
             display = self.project.relative(path)
             try:
-                module = self.template(path).module
+                # the module reads names from env.globals itself (shared, not a copy), so a
+                # macro can call macros of files loaded after its own
+                module = self.template(path).make_module(vars=self.env.globals, shared=True)
             except CompileError as exc:
                 problems += exc.problems
                 continue

@@ -1,0 +1,2 @@
+{{ config(schema="marts-2") }}
+select 1 as x
