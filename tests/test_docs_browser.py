@@ -101,6 +101,10 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     root = write_project(tmp_path_factory.mktemp("site"), FILES)
+    # A derived statement as the MV/fact stages write them, next to the run script.
+    derived = root / "target" / "run" / "marts" / "totals" / "key_query_rates.sql"
+    derived.parent.mkdir(parents=True)
+    derived.write_text("SELECT s.id FROM raw.rates AS r CROSS JOIN staging.stg AS s WHERE r.currency = 'EUR'\n")
     result = CliRunner().invoke(cli, ["--project-dir", str(root), "docs", "generate"])
     assert result.exit_code == 0, result.output
     port = _free_port()
@@ -141,6 +145,7 @@ def test_clicking_a_node_opens_its_page(page):
     page.wait_for_url("**#/model/totals")
     assert page.locator("main h1").inner_text().startswith("totals")
     assert page.locator(".sql-block .sql-title").first.inner_text() == "compiled SQL"
+    assert page.locator(".sql-block .sql-title", has_text="key query rates").count() == 1
     page.locator(".sql-block summary", has_text="run script").click()
     assert "IDENTIFIER(:build_table)" in page.locator(".sql-block", has_text="run script").locator("pre.sql").inner_text()
 

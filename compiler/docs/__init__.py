@@ -12,12 +12,12 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import Problem, RunError
+from compiler.errors import Problem, RunError
 from .serve import serve_docs
 from .site import site_data, site_files
 
 if TYPE_CHECKING:
-    from ..compile import Manifest
+    from compiler.compile import Manifest
 
 __all__ = ["generate_docs", "read_state", "serve_docs", "site_data", "site_files"]
 
@@ -65,7 +65,7 @@ def read_state(settings, models: list[str]) -> dict[str, Any] | None:
     if settings is None or settings.path is None or not Path(settings.path).exists():
         return None
     try:
-        from ..state import open_state_store
+        from compiler.state import open_state_store
     except ImportError:  # the state store module is not part of this build
         return None
     store = open_state_store(settings)

@@ -7,7 +7,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable
 
-from ..errors import Problem, RunError
+from compiler.errors import Problem, RunError
 
 
 class _Handler(SimpleHTTPRequestHandler):

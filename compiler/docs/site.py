@@ -9,7 +9,7 @@ deterministic: sorted keys, no timestamps.
 from __future__ import annotations
 
 import json
-from importlib import resources
+from pathlib import Path
 from typing import Any, Mapping
 
 from .layout import layout
@@ -99,7 +99,8 @@ def site_files(data: Mapping[str, Any]) -> dict[str, str]:
     >>> site_files({"x": "</script>"})["data.js"]
     'window.MVFLOW_DOCS = {"x":"<\\\\/script>"};\\n'
     """
-    files = {name: resources.files(__package__).joinpath("assets", name).read_text(encoding="utf-8") for name in ASSETS}
+    assets = Path(__file__).with_name("assets")
+    files = {name: (assets / name).read_text(encoding="utf-8") for name in ASSETS}
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True).replace("</", "<\\/")
     files["data.js"] = f"window.MVFLOW_DOCS = {text};\n"
     return files

@@ -350,7 +350,7 @@
         s("rect", { className: "stripe", width: 6, height: NODE_H, rx: 3 }),
         s("text", { x: 16, y: NODE_H / 2 + 4.5 }, truncate(n.name, 25)));
       group.addEventListener("mouseenter", function () { hover(id, true); });
-      group.addEventListener("mouseleave", function () { hover(id, false); });
+      group.addEventListener("mouseleave", function () { hover(id, false); if (focus) hover(focus, true); });
       group.addEventListener("keydown", function (event) { if (event.key === "Enter") location.hash = nodeHref(id) || "#/"; });
       nodeLayer.appendChild(group);
     });
@@ -395,6 +395,7 @@
       apply();
       var own = nodeLayer.querySelector('[data-id="' + cssEscape(id) + '"]');
       if (own) own.classList.add("focus");
+      hover(id, true);
     }
     svg.addEventListener("wheel", function (event) {
       event.preventDefault();
@@ -747,7 +748,7 @@
     Object.keys(D.models).sort().forEach(function (name) {
       var m = D.models[name];
       INDEX.push({ type: "model", kind: m.kind.name, label: name, sub: KIND_LABEL[m.kind.name] + " · " + m.path,
-                   target: href("model", name), hay: (name + " " + m.description + " " + m.tags.join(" ")).toLowerCase() });
+                   target: href("model", name), hay: (name + " " + m.description + " " + m.tags.join(" ")).toLowerCase(), name: name });
       modelColumns(m).forEach(function (c) {
         var doc = (m.columns.filter(function (x) { return x.name === c; })[0] || {}).description || "";
         INDEX.push({ type: "column", kind: m.kind.name, label: name + "." + c, sub: "column of " + name,
@@ -757,7 +758,7 @@
     Object.keys(D.sources).sort().forEach(function (id) {
       var src = D.sources[id];
       INDEX.push({ type: "source", kind: "source", label: id, sub: "source · " + src.change_mode,
-                   target: href("source", id), hay: (id + " " + src.description).toLowerCase() });
+                   target: href("source", id), hay: (id + " " + src.description).toLowerCase(), name: src.name });
       src.columns.forEach(function (c) {
         INDEX.push({ type: "column", kind: "source", label: id + "." + c.name, sub: "column of " + id,
                      target: href("column", "source." + id, c.name), hay: (id + "." + c.name + " " + (c.description || "")).toLowerCase(), name: c.name });
