@@ -14,7 +14,6 @@ from . import materialize
 from .compile import Manifest, Model
 from .graph import node_name
 from .lineage import Lineage, lineage
-from .parse import pretty
 
 MANIFEST_VERSION = 1
 
@@ -29,7 +28,7 @@ def model_stem(model: Model, manifest: Manifest) -> str:
 
 
 def compiled_sql(model: Model) -> str:
-    return f"-- {model.name} ({model.kind.name}) compiled from {model.path}\n{pretty(model.ast)}\n"
+    return f"-- {model.name} ({model.kind.name}) compiled from {model.path}\n{model.select_sql}\n"
 
 
 def write_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -> list[Path]:
@@ -90,7 +89,7 @@ def _model_dict(model: Model, manifest: Manifest) -> dict[str, Any]:
         "checksum": model.checksum,
         "compiled_path": f"compiled/{stem}.sql",
         "run_path": f"run/{stem}.sql" if has_run else None,
-        "compiled_sql": pretty(model.ast),
+        "compiled_sql": model.select_sql,
     }
 
 

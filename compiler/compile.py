@@ -20,7 +20,7 @@ from sqlglot import exp
 from .errors import CompileError, MvflowError, Problem, ProblemList
 from .graph import build_graph, model_id, model_order, source_id
 from .kinds import Kind, KindError, create_kind
-from .parse import column_line, output_columns, parse_select, table_references, unnamed_columns
+from .parse import column_line, output_columns, parse_select, pretty, table_references, unnamed_columns
 from .project import PROJECT_FILE, Project
 from .render import Call, Renderer
 from .sources import Source, load_sources
@@ -51,6 +51,16 @@ class Model:
     ast: exp.Query | None = None
     columns: list[str] | None = None
     undeclared_tables: list[str] = field(default_factory=list)
+    _printed: tuple[exp.Query, str] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def select_sql(self) -> str:
+        """The compiled SELECT as written to target/ and run, printed once per AST (printing
+        copies the whole tree: it was most of compile's time). Nothing mutates ``ast`` after
+        compile; derived queries work on copies."""
+        if self._printed is None or self._printed[0] is not self.ast:
+            self._printed = (self.ast, pretty(self.ast))
+        return self._printed[1]
 
     @property
     def depends_on_models(self) -> list[str]:

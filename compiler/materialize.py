@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 from .compile import Model
 from .kinds import TableKind, ViewKind
-from .parse import pretty
 
 SLOTS = ("a", "b")
 
@@ -41,7 +40,7 @@ def statements(model: Model) -> list[Statement] | None:
     create_schema = Statement("make sure the schema exists", f"CREATE DATABASE IF NOT EXISTS {model.schema}")
     hooks_before = [Statement("before hook", sql) for sql in _hooks(model.config.get("before"))]
     hooks_after = [Statement("after hook", sql) for sql in _hooks(model.config.get("after"))]
-    select = pretty(model.ast)
+    select = model.select_sql
     if isinstance(model.kind, ViewKind):
         body = [Statement("replace the view", f"CREATE OR REPLACE VIEW {model.relation} AS\n{select}")]
     elif isinstance(model.kind, TableKind):

@@ -42,10 +42,10 @@ def parse_select(sql: str, path: str) -> exp.Query:
                 snippet=snippet(sql, line, col) if line else None,
             )
         ) from exc
-    starts = _statement_lines(sql)
     if not statements:
         raise CompileError(Problem("the model holds no SQL", path, 1, hint="write one SELECT", code="not-one-select"))
     if len(statements) > 1:
+        starts = _statement_lines(sql)
         raise CompileError(
             Problem(f"a model holds exactly one SELECT, found {len(statements)} statements (the second starts here)",
                     path, starts[1] if len(starts) > 1 else 1,
@@ -53,6 +53,7 @@ def parse_select(sql: str, path: str) -> exp.Query:
         )
     statement = statements[0]
     if not isinstance(statement, exp.Query):
+        starts = _statement_lines(sql)
         raise CompileError(
             Problem(f"a model is a SELECT, found {statement.key.upper()}", path, starts[0] if starts else 1,
                     hint="write the model as a SELECT; mvflow writes the DDL/DML itself", code="not-a-select")
@@ -146,7 +147,7 @@ def output_columns(query: exp.Query, schema: Mapping[str, Mapping[str, Mapping[s
         return [_column_name(p) for p in select.expressions]
     try:
         qualified = qualify(
-            query.copy(), schema=dict(schema) or None, dialect=DIALECT, validate_qualify_columns=False,
+            query.copy(), schema=_read_tables(query, schema) or None, dialect=DIALECT, validate_qualify_columns=False,
             identify=False, quote_identifiers=False,
         )
     except (OptimizeError, SqlglotError, KeyError, ValueError):
@@ -203,6 +204,18 @@ def _expression_name(expression: exp.Expression) -> str:
     """The text of an unnamed expression, columns without their table (as Spark names it)."""
     bare = expression.transform(lambda n: exp.column(n.name) if isinstance(n, exp.Column) and n.table else n)
     return bare.sql(dialect=DIALECT)
+
+
+def _read_tables(query: exp.Query, schema: Mapping[str, Mapping[str, Mapping[str, str]]]) -> dict:
+    """The part of ``schema`` that ``query`` reads: sqlglot normalizes the whole schema it is
+    given on every call, which made ``*`` expansion O(models²) on large projects."""
+    wanted = {name for name, _ in table_references(query)}
+    tables: dict[str, dict] = {}
+    for db, db_tables in schema.items():
+        for table, columns in db_tables.items():
+            if f"{db}.{table}".lower() in wanted or table.lower() in wanted:
+                tables.setdefault(db, {})[table] = columns
+    return tables
 
 
 def _leftmost_select(query: exp.Query) -> exp.Select:
