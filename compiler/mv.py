@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from .compile import Manifest, Model
 
 HIDDEN_PREFIX = "_mvflow_"
-BATCH = "_mvflow_batch"
+BATCH = "mvflow_batch"  # partition column: the Hive metastore filter parser rejects a leading _
 DELETED = "_mvflow_deleted"
 FOUND = "_mvflow_found"
 RANK = "_mvflow_rank"
@@ -179,7 +179,10 @@ def plan_from_sql(sql: str, inputs: dict[str, tuple[str, tuple[str, ...]]], uniq
     """A plan from bare SQL and ``{table: (mode, key)}`` (tests, docs examples)."""
     from .parse import parse_select
 
-    catalog = {t: _Input(t, t, mode, tuple(key), (columns or {}).get(t)) for t, (mode, key) in inputs.items()}
+    catalog = {t: _Input(t, t, None if mode in ("view", "fact") else mode, tuple(key), (columns or {}).get(t),
+                         position=("v",) if mode in ("position", "changes") else (BATCH,) if mode == "mv" else (),
+                         feed=f"{t}_changes" if mode == "changes" else f"{t}__mvflow_changes" if mode == "mv" else None,
+                         why=f"{t} is a {mode}") for t, (mode, key) in inputs.items()}
     return _Analyzer(name, f"db.{name}", f"models/{name}.sql", 0, parse_select(sql, f"models/{name}.sql"),
                      catalog, tuple(unique_key)).plan()
 
@@ -216,7 +219,8 @@ def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
         why = "" if mode else f"model '{other.name}' is a {kind}: mvflow cannot see which of its rows change"
         columns = tuple(other.columns) if other.columns else None
         catalog[other.relation] = _Input(other.name, other.relation, mode, key, columns,
-                                         position=(BATCH,) if kind == "mv" else (), why=why)
+                                         position=(BATCH,) if kind == "mv" else (),
+                                         feed=f"{other.relation}__mvflow_changes" if kind == "mv" else None, why=why)
     return catalog
 
 
@@ -229,10 +233,13 @@ def _mv_key_of(other: "Model", manifest: "Manifest") -> tuple[str, ...]:
 
 def _line_offset(model: "Model") -> int:
     """Lines the rendered SQL lost at its top (a leading ``config()`` line renders empty and is stripped)."""
-    first = model.sql.lstrip().splitlines()[0].strip() if model.sql.strip() else ""
+    rendered = model.sql.splitlines()
+    at = next((i for i, line in enumerate(rendered) if line.strip()), None)
+    if at is None:
+        return 0
     for number, line in enumerate(model.raw_sql.splitlines()):
-        if first and line.strip() == first:
-            return number
+        if line.strip() == rendered[at].strip():
+            return number - at
     return 0
 
 
@@ -945,3 +952,19 @@ def explain(plan: MvPlan) -> str:
     for warning in plan.warnings:
         lines.append(f"warning: {warning.format()}")
     return "\n".join(lines) + "\n"
+
+
+def check_mvs(manifest: "Manifest") -> list[Problem]:
+    """Validate every ``mv`` model of a manifest (``mvflow compile`` fails on errors); returns warnings."""
+    problems: list[Problem] = []
+    warnings: list[Problem] = []
+    for model in manifest.models.values():
+        if model.kind.name != "mv" or model.ast is None:
+            continue
+        try:
+            warnings += mv_plan(model, manifest).warnings
+        except CompileError as exc:
+            problems += exc.problems
+    if problems:
+        raise CompileError(problems)
+    return warnings

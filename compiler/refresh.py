@@ -1,0 +1,424 @@
+"""Running an ``mv`` model: change detection, affected keys, the merge-on-read write, the commit.
+
+Storage (all plain parquet, no MERGE needed):
+
+- ``<mv>__mvflow_base_<a|b>`` — the base table of the live slot (blue/green);
+- ``<mv>__mvflow_delta_<a|b>`` — recomputed rows and tombstones, partitioned by refresh
+  batch, so redoing a crashed batch overwrites exactly its own partition;
+- the model's name is a view: per key the newest delta version if any (a tombstone hides
+  the row), else the base row. A refresh writes only the affected keys' rows, so its cost
+  grows with the affected keys, not with the MV. Compaction (when the delta passes
+  ``compact_threshold`` × base rows, or a full build) writes a new base into the idle slot
+  with an empty delta and swaps the view;
+- ``<mv>__mvflow_changes`` — the MV keys each batch refreshed, so MVs can be stacked;
+- ``<mv>__mvflow_snap_<input>`` — snapshots of dictionary-like inputs, per batch.
+
+Offsets (``compiler.state``): topic ``<mv>`` holds the batch number (``last`` committed,
+``next`` in flight) and a JSON state (live slot, row counts, definition hash); one topic
+``<mv>:<input>`` per input holds its position. A batch first writes every ``next``, then the
+delta, then commits every topic in one ``commit_many``: a crash before the commit is redone
+with the same batch number and the same ranges, and overwrites its own delta partition.
+Key sets stay in Spark (checkpointed temporary views); the driver only sees counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import date, datetime, timezone
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Callable
+
+from .mv import BATCH, Derived, MvPlan, derive, diffed, mv_plan, state_query
+from .parse import pretty
+from .state import Commit, Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from .compile import Manifest, Model
+    from .run import Result
+
+LEASE_SECONDS = 3600.0
+SLOTS = ("a", "b")
+
+
+class Crash(RuntimeError):
+    """Raised by the ``crash_after`` test hook to simulate a runner dying mid-batch."""
+
+
+@dataclass
+class MvState:
+    """What the MV topic's ``state`` column remembers between batches (JSON)."""
+
+    slot: str = ""
+    base_rows: int = 0
+    delta_rows: int = 0
+    definition: str = ""
+    swapping: str = ""  # set while a build or compaction moves the view: if still set, rebuild
+
+    @classmethod
+    def parse(cls, text: str) -> "MvState":
+        try:
+            data = json.loads(text) if text else {}
+        except ValueError:
+            data = {}
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__}) if isinstance(data, dict) else cls()
+
+    def dump(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+@dataclass
+class Outcome:
+    """What one refresh did (for the run result and the tests)."""
+
+    batch: int
+    mode: str  # build | refresh | noop
+    affected: int = 0
+    rows: int | None = None
+    changed: dict[str, int] = field(default_factory=dict)
+    compacted: bool = False
+    reason: str = ""
+
+
+def definition_hash(derived: Derived) -> str:
+    """A change of the MV's derived SQL is a breaking change: the MV is rebuilt."""
+    return hashlib.sha256(derived["full"].encode()).hexdigest()[:16]
+
+
+# -- the runner ------------------------------------------------------------------------------
+def mv_runner(store: StateStore | None = None, full_refresh: bool = False,
+              echo: Callable[[str], None] = lambda _: None) -> Callable[["SparkSession", "Manifest", "Model"], "Result"]:
+    """The ``mv`` runner for ``run_models`` (``runners={"mv": mv_runner(store, ...)}``)."""
+
+    def run(spark: "SparkSession", manifest: "Manifest", model: "Model") -> "Result":
+        chosen = store or open_state_store(manifest.project.target(manifest.target).state)
+        return run_mv(spark, manifest, model, chosen, full_refresh, echo)
+
+    return run
+
+
+def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: StateStore,
+           full_refresh: bool = False, echo: Callable[[str], None] = lambda _: None) -> "Result":
+    """Refresh one MV and report it as a run Result (errors become an error Result)."""
+    from .run import Result, _spark_message
+
+    started = time.monotonic()
+    result = Result(model.name, "mv", "success", started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    try:
+        outcome = refresh_mv(spark, manifest, model, store, full_refresh=full_refresh, echo=echo)
+        result.rows = outcome.rows if outcome.mode == "build" else outcome.affected
+        result.message = describe(outcome)
+    except Exception as exc:  # noqa: BLE001 - one failing model must not stop the others
+        result.status = "error"
+        result.message = _spark_message(exc)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def describe(outcome: Outcome) -> str:
+    if outcome.mode == "build":
+        return f"batch {outcome.batch}: full build ({outcome.reason}), {outcome.rows:,} rows"
+    changed = ", ".join(f"{k} {v:,}" for k, v in sorted(outcome.changed.items()) if v) or "no changes"
+    extra = "; compacted" if outcome.compacted else ""
+    return f"batch {outcome.batch}: {outcome.affected:,} keys refreshed (changed: {changed}){extra}"
+
+
+def refresh_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: StateStore,
+               full_refresh: bool = False, holder: str | None = None,
+               now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+               crash_after: str | None = None, echo: Callable[[str], None] = lambda _: None) -> Outcome:
+    """One refresh of an MV: a full build on the first run, on ``full_refresh``, on a changed
+    definition or past the fan-out guard; otherwise a key-driven batch."""
+    plan = mv_plan(model, manifest)
+    run = _Refresh(spark, plan, derive(plan), store, holder or default_holder(), now, crash_after, echo, model.kind)
+    return run.execute(full_refresh)
+
+
+class _Refresh:
+    def __init__(self, spark, plan: MvPlan, derived: Derived, store: StateStore, holder: str, now, crash_after, echo, kind):
+        self.spark, self.plan, self.derived, self.store = spark, plan, derived, store
+        self.holder, self.now, self.crash_after, self.echo, self.kind = holder, now, crash_after, echo, kind
+        self.leases: dict[str, Lease] = {}
+        self.views: list[str] = []
+        self.frames: list["DataFrame"] = []
+
+    # -- orchestration -------------------------------------------------------------------
+    def execute(self, full_refresh: bool) -> Outcome:
+        self.leases[self.plan.topic()] = self.store.acquire(self.plan.topic(), self.holder, LEASE_SECONDS, self.now())
+        try:
+            for input_id in self.plan.inputs:
+                topic = self.plan.topic(input_id)
+                self.leases[topic] = self.store.acquire(topic, self.holder, LEASE_SECONDS, self.now())
+            return self._batch(full_refresh)
+        finally:
+            self._drop_views()
+            for lease in self.leases.values():
+                self.store.release(lease)
+
+    def _batch(self, full_refresh: bool) -> Outcome:
+        offset = self.store.get(self.plan.topic()) or Offset(self.plan.topic())
+        state = MvState.parse(offset.state)
+        batch = int(offset.next[0]) if offset.in_flight else int(offset.last[0]) + 1 if offset.last else 1
+        self.store.set_next(self.leases[self.plan.topic()], (batch,), self.now())
+        reason = self._rebuild_reason(full_refresh, offset, state)
+        ranges = self._plan_ranges(batch, fresh=reason is not None)
+        if reason is None and any(not last and nxt for last, nxt in ranges.values()):
+            reason = "a new input"
+            ranges = self._plan_ranges(batch, fresh=True)
+        self._spark_sql(f"CREATE DATABASE IF NOT EXISTS {self.plan.relation.split('.')[0]}")
+        if reason is not None:
+            return self._build(batch, state, ranges, reason)
+        return self._refresh(batch, state, ranges)
+
+    def _rebuild_reason(self, full_refresh: bool, offset: Offset, state: MvState) -> str | None:
+        if full_refresh:
+            return "--full-refresh"
+        if offset.last is None and not offset.in_flight:
+            return "first run"
+        if not state.slot or not self.spark.catalog.tableExists(self._slot_table("base", state.slot)):
+            return "no stored MV"
+        if state.definition != definition_hash(self.derived):
+            return "the definition changed"
+        if state.swapping:
+            return "redo of an interrupted build or compaction"
+        return None
+
+    # -- positions -----------------------------------------------------------------------
+    def _plan_ranges(self, batch: int, fresh: bool) -> dict[str, tuple[Any, Any]]:
+        """(last, next) per input; ``next`` is written before any work (reused when in flight)."""
+        ranges = {}
+        for input_id, info in self.plan.inputs.items():
+            topic = self.plan.topic(input_id)
+            offset = self.store.get(topic) or Offset(topic)
+            if diffed(info):
+                nxt = (batch,)
+            elif offset.in_flight and not fresh:
+                nxt = offset.next
+            else:
+                nxt = self._current_position(input_id) or offset.last
+            self.store.set_next(self.leases[topic], nxt if nxt is not None else (), self.now())
+            ranges[input_id] = (None if fresh else offset.last, nxt)
+        return ranges
+
+    def _current_position(self, input_id: str) -> tuple | None:
+        info = self.plan.inputs[input_id]
+        if info.mode == "mv":
+            upstream = self.store.get(info.id)
+            return upstream.last if upstream else None
+        table = info.relation if info.mode == "position" else info.feed
+        frame = self.spark.table(table).select(*info.position)
+        row = frame.orderBy(*[frame[c].desc() for c in info.position]).limit(1).collect()
+        return tuple(_encode(v) for v in row[0]) if row and row[0][0] is not None else None
+
+    def _position_args(self, input_id: str, last: tuple, nxt: tuple) -> dict[str, Any]:
+        info = self.plan.inputs[input_id]
+        if diffed(info):
+            return {"last": int(last[0]), "next": int(nxt[0])}
+        table = info.relation if info.mode == "position" else info.feed
+        types = {f.name.lower(): f.dataType.typeName() for f in self.spark.table(table).schema.fields}
+        args = {}
+        for i, column in enumerate(info.position):
+            args[f"last_{i}"] = _decode(last[i], types.get(column.lower(), ""))
+            args[f"next_{i}"] = _decode(nxt[i], types.get(column.lower(), ""))
+        return args
+
+    # -- full build ----------------------------------------------------------------------
+    def _build(self, batch: int, state: MvState, ranges: dict, reason: str) -> Outcome:
+        self.echo(f"{self.plan.name}: full build, batch {batch} ({reason})")
+        slot = SLOTS[1] if state.slot == SLOTS[0] else SLOTS[0]
+        for input_id, info in self.plan.inputs.items():
+            if diffed(info):
+                snapshot = self.plan.table_name(f"snap_{info.slug}")
+                self._spark_sql(f"DROP TABLE IF EXISTS {snapshot}")
+                self._sql(f"create_snapshot:{input_id}", batch=batch)
+                self._sql(f"snapshot:{input_id}", batch=batch)
+        self._mark_swapping(state, slot)
+        rows = self._write_base(slot)
+        self._publish_all(slot, state, batch)
+        self._swap(slot)
+        if self.crash_after == "write":
+            raise Crash("crash after the build, before the commit")
+        new_state = MvState(slot, rows, 0, definition_hash(self.derived))
+        self._commit(batch, ranges, new_state, rows, {})
+        return Outcome(batch, "build", rows=rows, reason=reason)
+
+    def _write_base(self, slot: str) -> int:
+        base, delta = self._slot_table("base", slot), self._slot_table("delta", slot)
+        self._spark_sql(f"DROP TABLE IF EXISTS {base}")
+        self._spark_sql(f"DROP TABLE IF EXISTS {delta}")
+        self._sql("build_base", base_table=base)
+        self._sql("create_delta", base_table=base, delta_table=delta)
+        return self.spark.table(base).count()
+
+    def _mark_swapping(self, state: MvState, slot: str) -> None:
+        marked = MvState(state.slot, state.base_rows, state.delta_rows, state.definition, swapping=slot)
+        self.store.set_state(self.leases[self.plan.topic()], marked.dump(), self.now())
+
+    def _publish_all(self, slot: str, state: MvState, batch: int) -> None:
+        """After a build every key may have changed: publish the old and the new keys."""
+        changes = self.plan.table_name("changes")
+        self._spark_sql(f"DROP TABLE IF EXISTS {changes}")
+        self._sql("create_changes", base_table=self._slot_table("base", slot))
+        keys = self.spark.table(self._slot_table("base", slot)).select(*self.plan.key)
+        if state.slot and state.definition == definition_hash(self.derived) \
+                and self.spark.catalog.tableExists(self._slot_table("base", state.slot)):
+            keys = keys.union(self._state_frame(state.slot, None).select(*self.plan.key))
+        self._view("keys", self._checkpoint(keys.distinct()))
+        self._sql("publish", batch=batch)
+
+    def _swap(self, slot: str) -> None:
+        self._sql("view", base_table=self._slot_table("base", slot), delta_table=self._slot_table("delta", slot))
+
+    # -- key-driven refresh --------------------------------------------------------------
+    def _refresh(self, batch: int, state: MvState, ranges: dict) -> Outcome:
+        changed = self._changed_keys(batch, ranges)
+        outcome = Outcome(batch, "refresh", changed=changed)
+        if not any(changed.values()):
+            outcome.mode = "noop"
+            self._commit(batch, ranges, state, 0, changed)
+            return outcome
+        self._view("state", self._state_frame(state.slot, batch))
+        outcome.affected = self._affected(changed)
+        threshold = getattr(self.kind, "fanout_threshold", 0.2)
+        if outcome.affected > threshold * max(state.base_rows, 1):
+            reason = f"fan-out guard: {outcome.affected:,} affected keys > {threshold:g} × {state.base_rows:,} rows"
+            self.echo(f"{self.plan.name}: {reason}, switching to a full build")
+            self._drop_views()
+            return self._build(batch, state, self._plan_ranges(batch, fresh=True), reason)
+        delta = self._slot_table("delta", state.slot)
+        self._view("rows", self._checkpoint(self._sql("refresh")))
+        self._sql("write_delta", delta_table=delta, batch=batch)
+        self._sql("publish", batch=batch)
+        if self.crash_after == "write":
+            raise Crash("crash after the write, before the commit")
+        state.delta_rows += outcome.affected
+        self._commit(batch, ranges, state, outcome.affected, changed)
+        compact = getattr(self.kind, "compact_threshold", 0.1)
+        if state.delta_rows > compact * max(state.base_rows, 1):
+            self.compact(state)
+            outcome.compacted = True
+        return outcome
+
+    def _changed_keys(self, batch: int, ranges: dict) -> dict[str, int]:
+        changed = {}
+        for input_id, info in self.plan.inputs.items():
+            last, nxt = ranges[input_id]
+            if diffed(info):
+                self._sql(f"snapshot:{input_id}", batch=batch)
+            elif tuple(last or ()) == tuple(nxt or ()):
+                changed[input_id] = 0
+                continue
+            frame = self._checkpoint(self._sql(f"changes:{input_id}", **self._position_args(input_id, last, nxt)))
+            self._view(f"changed_{info.slug}", frame)
+            changed[input_id] = frame.count()
+        return changed
+
+    def _affected(self, changed: dict[str, int]) -> int:
+        for part in self.plan.parts:
+            frames = [self._sql(f"key:{i}:p{part.index}") for i, n in changed.items()
+                      if n and f"key:{i}:p{part.index}" in self.derived.queries]
+            if frames:
+                frame = frames[0]
+                for other in frames[1:]:
+                    frame = frame.union(other)
+                frame = self._checkpoint(frame.distinct())
+            else:
+                frame = self.spark.table(self.plan.inputs[part.main_input].relation).select(*part.main_key).limit(0)
+            self._view(f"affected_p{part.index}", frame)
+        keys = self._checkpoint(self._sql("keys"))
+        self._view("keys", keys)
+        return keys.count()
+
+    def compact(self, state: MvState) -> None:
+        """Fold the delta into a new base in the idle slot and swap the view (blue/green)."""
+        slot = SLOTS[1] if state.slot == SLOTS[0] else SLOTS[0]
+        base, delta = self._slot_table("base", slot), self._slot_table("delta", slot)
+        self._view("current", self._state_frame(state.slot, None))
+        self._spark_sql(f"DROP TABLE IF EXISTS {base}")
+        self._spark_sql(f"DROP TABLE IF EXISTS {delta}")
+        self._sql("compact", base_table=base)
+        self._sql("create_delta", base_table=base, delta_table=delta)
+        self._mark_swapping(state, slot)
+        self._swap(slot)
+        state.slot, state.base_rows, state.delta_rows = slot, self.spark.table(base).count(), 0
+        self.store.set_state(self.leases[self.plan.topic()], state.dump(), self.now())
+        self.echo(f"{self.plan.name}: compacted into slot {slot} ({state.base_rows:,} rows)")
+
+    # -- commit --------------------------------------------------------------------------
+    def _commit(self, batch: int, ranges: dict, state: MvState, affected: int, changed: dict[str, int]) -> None:
+        now = self.now()
+        commits = [Commit(self.leases[self.plan.topic()], (batch,), affected, state.dump(), now)]
+        for input_id, (_, nxt) in ranges.items():
+            commits.append(Commit(self.leases[self.plan.topic(input_id)], nxt if nxt is not None else (),
+                                  changed.get(input_id, 0), "", now))
+        self.store.commit_many(commits)
+        self.store.log_step(StepLogRow(self.plan.topic(), now, affected, last=(batch - 1,), next=(batch,),
+                                       consumer=self.holder))
+        for input_id, info in self.plan.inputs.items():
+            if diffed(info) and batch > 1:
+                self._spark_sql(f"ALTER TABLE {self.plan.table_name(f'snap_{info.slug}')} "
+                                f"DROP IF EXISTS PARTITION ({BATCH} = {int(batch) - 1})")
+
+    # -- Spark helpers -------------------------------------------------------------------
+    def _slot_table(self, what: str, slot: str) -> str:
+        return self.plan.table_name(f"{what}_{slot}")
+
+    def _state_frame(self, slot: str, batch: int | None) -> "DataFrame":
+        args = {"base_table": self._slot_table("base", slot), "delta_table": self._slot_table("delta", slot)}
+        if batch is None:
+            return self.spark.sql(pretty(state_query(self.plan, before_batch=False)), args=args)
+        return self.spark.sql(self.derived["state"], args={**args, "batch": batch})
+
+    def _sql(self, name: str, **args: Any) -> "DataFrame":
+        text = self.derived[name]
+        return self.spark.sql(text, args={k: v for k, v in args.items() if f":{k}" in text} or None)
+
+    def _spark_sql(self, text: str) -> None:
+        self.spark.sql(text)
+
+    def _checkpoint(self, frame: "DataFrame") -> "DataFrame":
+        """Materialize a key set once, in Spark (not in the driver), so every later use sees the same keys."""
+        frame = frame.localCheckpoint(eager=True)
+        self.frames.append(frame)
+        return frame
+
+    def _view(self, what: str, frame: "DataFrame") -> None:
+        name = self.plan.view_name(what)
+        frame.createOrReplaceTempView(name)
+        self.views.append(name)
+
+    def _drop_views(self) -> None:
+        for name in self.views:
+            self.spark.catalog.dropTempView(name)
+        self.views.clear()
+        for frame in self.frames:
+            frame.unpersist()
+        self.frames.clear()
+
+
+def _encode(value: Any) -> Any:
+    """A position value as JSON (timestamps and dates as ISO strings, decimals as strings)."""
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    return value
+
+
+def _decode(value: Any, type_name: str) -> Any:
+    """A stored position value back to the Python type Spark binds for the column's type."""
+    if value is None:
+        return None
+    if type_name.startswith("timestamp"):
+        return datetime.fromisoformat(value)
+    if type_name == "date":
+        return date.fromisoformat(value)
+    if type_name.startswith("decimal"):
+        return Decimal(value)
+    return value
+
+

@@ -1,0 +1,179 @@
+"""A tiny marketplace on real Spark tables for the MV oracle tests: sources kept as Python
+rows, written to parquet when they change, one MV refreshed and verified against a full
+recomputation after every batch."""
+
+from __future__ import annotations
+
+import itertools
+from decimal import Decimal
+import textwrap
+from pathlib import Path
+
+from compiler.compile import compile_project
+from compiler.project import StateSettings, load_project
+from compiler.refresh import refresh_mv
+from compiler.state import open_state_store
+from compiler.verify import verify_model
+
+_counter = itertools.count(1)
+
+SCHEMAS = {
+    "offers": "id BIGINT, shop_id BIGINT, cat_id INT, title STRING, status STRING, note STRING, deleted BOOLEAN, ts TIMESTAMP, seq BIGINT",
+    "shops": "id BIGINT, name STRING, wh_id BIGINT, rating INT, deleted BOOLEAN, v BIGINT",
+    "warehouses": "id BIGINT, name STRING, region_id INT",
+    "warehouses_changes": "id BIGINT, v BIGINT",
+    "regions": "id INT, name STRING",
+    "categories": "id INT, name STRING, note STRING",
+    "prices": "offer_id BIGINT, kind STRING, price DECIMAL(12,2)",
+    "prices_changes": "offer_id BIGINT, kind STRING, v BIGINT",
+    "settings": "name STRING, value STRING",
+}
+KEYS = {"offers": ("id",), "shops": ("id",), "warehouses": ("id",), "regions": ("id",), "categories": ("id",),
+        "prices": ("offer_id", "kind"), "settings": ("name",)}
+
+LINEAGE = """
+sources:
+  - {{name: offers, database: {db}, primary_key: [id], position: [ts, seq], deleted: deleted}}
+  - {{name: shops, database: {db}, primary_key: [id], position: [v], deleted: deleted}}
+  - name: warehouses
+    database: {db}
+    primary_key: [id]
+    changes: {{table: {db}.warehouses_changes, position: [v]}}
+  - {{name: regions, database: {db}, primary_key: [id], dictionary: true}}
+  - {{name: categories, database: {db}, primary_key: [id], dictionary: true}}
+  - name: prices
+    database: {db}
+    primary_key: [offer_id, kind]
+    changes: {{table: {db}.prices_changes, position: [v]}}
+  - {{name: settings, database: {db}, primary_key: [name], dictionary: true}}
+"""
+
+WIDE = """
+{{{{ config(materialized='mv', schema='{db}', fanout_threshold=100, compact_threshold=100) }}}}
+SELECT
+  o.id,
+  o.title,
+  s.name AS shop,
+  w.name AS warehouse,
+  r.name AS region,
+  c.name AS category,
+  p.price,
+  g.value AS currency
+FROM {{{{ source('{db}', 'offers') }}}} AS o
+JOIN {{{{ source('{db}', 'shops') }}}} AS s ON s.id = o.shop_id AND s.deleted = FALSE
+JOIN {{{{ source('{db}', 'warehouses') }}}} AS w ON w.id = s.wh_id
+LEFT JOIN {{{{ source('{db}', 'regions') }}}} AS r ON r.id = w.region_id
+LEFT JOIN {{{{ source('{db}', 'categories') }}}} AS c ON c.id = o.cat_id
+LEFT JOIN {{{{ source('{db}', 'prices') }}}} AS p ON p.offer_id = o.id AND p.kind = 'retail'
+LEFT JOIN {{{{ source('{db}', 'settings') }}}} AS g ON g.name = 'currency'
+WHERE o.deleted = FALSE AND o.status = 'active' AND s.rating >= 2
+"""
+
+
+class World:
+    """Source tables in database ``db`` plus one project whose models read them."""
+
+    def __init__(self, spark, root: Path, models: dict[str, str] | None = None):
+        self.spark = spark
+        self.db = f"mvt{next(_counter)}_{abs(hash(str(root))) % 10_000}"
+        self.root = root
+        self.rows: dict[str, dict[tuple, tuple]] = {t: {} for t in SCHEMAS}
+        self.dirty: set[str] = set(SCHEMAS)
+        self.clock = 0
+        files = {"project.yml": "name: t\n", "lineage/t.yml": LINEAGE.format(db=self.db)}
+        for name, text in (models or {"wide": WIDE}).items():
+            files[f"models/{name}.sql"] = text.format(db=self.db)
+        for name, text in files.items():
+            path = root / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(text).lstrip("\n"))
+        self.store = open_state_store(StateSettings(path=root / "state.sqlite"))
+        self.manifest = compile_project(load_project(root))
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {self.db}")
+
+    # -- changing sources --------------------------------------------------------------
+    def tick(self) -> int:
+        self.clock += 1
+        return self.clock
+
+    def put(self, table: str, **values) -> None:
+        """Insert or update one row (position columns and change feeds are maintained here)."""
+        columns = [c.split()[0] for c in SCHEMAS[table].split(", ")]
+        key = tuple(values[k] for k in KEYS[table])
+        old = dict(zip(columns, self.rows[table].get(key, (None,) * len(columns))))
+        row = {**old, **values}
+        self._position(table, row, key)
+        self.rows[table][key] = tuple(row[c] for c in columns)
+        self.dirty.add(table)
+
+    def delete(self, table: str, *key) -> None:
+        """A soft delete for position sources, a hard delete (plus a feed entry) otherwise."""
+        if table in ("offers", "shops"):
+            self.put(table, **dict(zip(KEYS[table], key)), deleted=True)
+            return
+        self.rows[table].pop(tuple(key), None)
+        self._feed(table, tuple(key))
+        self.dirty.add(table)
+
+    def _position(self, table: str, row: dict, key: tuple) -> None:
+        tick = self.tick()
+        if table == "offers":
+            import datetime as dt
+
+            row["ts"], row["seq"] = dt.datetime(2024, 1, 1) + dt.timedelta(seconds=tick // 3), tick
+            row.setdefault("deleted", False)
+            row["deleted"] = bool(row["deleted"])
+        elif table == "shops":
+            row["v"] = tick
+            row["deleted"] = bool(row.get("deleted"))
+        self._feed(table, key)
+
+    def _feed(self, table: str, key: tuple) -> None:
+        feed = f"{table}_changes"
+        if feed in SCHEMAS:
+            self.rows[feed][(*key, self.tick())] = (*key, self.clock)
+            self.dirty.add(feed)
+
+    def flush(self) -> None:
+        for table in sorted(self.dirty):
+            frame = self.spark.createDataFrame(list(self.rows[table].values()), SCHEMAS[table])
+            frame.write.mode("overwrite").format("parquet").saveAsTable(f"{self.db}.{table}")
+        self.dirty.clear()
+
+    # -- the MV ------------------------------------------------------------------------
+    def refresh(self, name: str = "wide", **options):
+        self.flush()
+        return refresh_mv(self.spark, self.manifest, self.manifest.models[name], self.store, **options)
+
+    def verdict(self, name: str = "wide"):
+        return verify_model(self.spark, self.manifest, self.manifest.models[name])
+
+    def check(self, name: str = "wide"):
+        verdict = self.verdict(name)
+        assert verdict.ok, verdict.format()
+        return verdict
+
+    def table(self, name: str = "wide") -> list:
+        model = self.manifest.models[name]
+        return sorted(self.spark.table(model.relation).collect(), key=repr)
+
+
+def seed(world: World) -> None:
+    """Two regions, two warehouses, three shops, categories, prices, settings, six offers."""
+    world.put("regions", id=1, name="North")
+    world.put("regions", id=2, name="South")
+    world.put("warehouses", id=10, name="W10", region_id=1)
+    world.put("warehouses", id=20, name="W20", region_id=2)
+    world.put("shops", id=100, name="Alpha", wh_id=10, rating=5)
+    world.put("shops", id=200, name="Beta", wh_id=20, rating=4)
+    world.put("shops", id=300, name="Gamma", wh_id=10, rating=1)
+    world.put("categories", id=7, name="Books", note="x")
+    world.put("categories", id=8, name="Games", note="y")
+    world.put("settings", name="currency", value="EUR")
+    world.put("settings", name="other", value="z")
+    for i, (shop, cat, status) in enumerate([(100, 7, "active"), (100, 8, "active"), (200, 7, "active"),
+                                             (200, None, "hidden"), (300, 8, "active"), (200, 8, "active")], start=1):
+        world.put("offers", id=i, shop_id=shop, cat_id=cat, title=f"offer {i}", status=status, note="n")
+        if i % 2:
+            world.put("prices", offer_id=i, kind="retail", price=Decimal(f"{i}.50"))
+        world.put("prices", offer_id=i, kind="promo", price=Decimal(f"{i}.10"))
