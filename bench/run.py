@@ -1,0 +1,60 @@
+"""The bench's one command: ``python -m bench [--only P1,P4] [--quick] [--runs N] [--no-dbt]``.
+
+Prints one table of figures (medians of several runs, min–max, ratios measured side by side in
+the same run) and saves it with the raw samples to ``bench/.work/results.{md,json}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import hooks, p1_compile, p4_noop  # noqa: E402
+from bench.peers import WORK  # noqa: E402
+from bench.report import Report  # noqa: E402
+
+FIGURES = ("P1", "P2", "P3", "P4")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default=",".join(FIGURES), help="figures to run, e.g. P1,P4 (default: all)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes and 1 run each: checks the harness, not speed")
+    parser.add_argument("--runs", type=int, default=None, help="runs of each command (default 5; 1 with --quick)")
+    parser.add_argument("--sizes", default=None, help="P1 model counts for mvflow (default 100,1000,5000)")
+    parser.add_argument("--dbt-size", type=int, default=None, help="P1 model count for the dbt comparison (default 1000)")
+    parser.add_argument("--no-dbt", action="store_true", help="skip the dbt peer (no dbt venv is set up)")
+    parser.add_argument("--out", type=Path, default=WORK, help="where results.md/json go")
+    args = parser.parse_args(argv)
+    args.only = [f.strip().upper() for f in args.only.split(",") if f.strip()]
+    unknown = sorted(set(args.only) - set(FIGURES))
+    if unknown:
+        parser.error(f"unknown figure {', '.join(unknown)}: choose from {', '.join(FIGURES)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> Report:
+    args = parse_args(argv)
+    runs = args.runs or (1 if args.quick else 5)
+    sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else ((10,) if args.quick else (100, 1000, 5000))
+    dbt_size = None if args.no_dbt else (args.dbt_size or (100 if args.quick else 1000))
+    report = Report(command="python -m bench " + " ".join(argv if argv is not None else sys.argv[1:]))
+    if "P1" in args.only:
+        p1_compile.run(p1_compile.Options(sizes=sizes, dbt_size=dbt_size, runs=runs), report)
+    if "P2" in args.only:
+        hooks.p2(args, report)
+    if "P3" in args.only:
+        hooks.p3(args, report)
+    if "P4" in args.only:
+        p4_noop.run(p4_noop.Options(runs=runs, scale=0.1 if args.quick else 1.0), report)
+    print()
+    print(report.markdown())
+    print(f"saved to {report.save(args.out)}")
+    return report
+
+
+if __name__ == "__main__":
+    main()
