@@ -42,10 +42,20 @@ def write_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -
         items = materialize.statements(model)
         if items is not None:
             written.append(_write(target / "run" / f"{stem}.sql", materialize.script(model, items)))
+        if model.kind.name == "fact":
+            written += _write_fact(target / "run" / stem, manifest, model)
     traced = lineage(manifest)
     written.append(_write(target / "lineage.json", json.dumps(traced.to_dict(), indent=2, sort_keys=True) + "\n"))
     written.append(_write(target / "manifest.json", json.dumps(manifest_dict(manifest, traced), indent=2, sort_keys=True) + "\n"))
     return written
+
+
+def _write_fact(folder: Path, manifest: Manifest, model: Model) -> list[Path]:
+    """``run/<model>/step.sql`` and ``bounds.sql``: a fact's step and how its ``next`` is chosen."""
+    from .fact import bounds_script, fact, step_script
+
+    plan = fact(manifest, model)
+    return [_write(folder / "step.sql", step_script(plan)), _write(folder / "bounds.sql", bounds_script(plan))]
 
 
 def _write(path: Path, text: str) -> Path:
@@ -88,7 +98,7 @@ def _model_dict(model: Model, manifest: Manifest) -> dict[str, Any]:
         "undeclared_tables": model.undeclared_tables,
         "checksum": model.checksum,
         "compiled_path": f"compiled/{stem}.sql",
-        "run_path": f"run/{stem}.sql" if has_run else None,
+        "run_path": f"run/{stem}.sql" if has_run else f"run/{stem}/" if model.kind.name == "fact" else None,
         "compiled_sql": model.select_sql,
     }
 

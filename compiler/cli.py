@@ -90,26 +90,49 @@ def list_models(obj: _Context, select, exclude, target, output) -> None:
 @_exclude
 @_target
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64), help="Models run at once.")
+@click.option("--full-refresh", is_flag=True, help="Rebuild incremental models from scratch (resets their offsets).")
+@click.option("--max-steps", default=None, type=click.IntRange(1), help="At most this many steps per fact model.")
 @click.pass_obj
-def run(obj: _Context, select, exclude, target, threads) -> None:
+def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps) -> None:
     """Compile, then build the selected models on Spark in dependency order."""
     from .artifacts import write_artifacts
     from .run import run_models
     from .select import select as choose
     from .spark import spark_session
+    from .state import open_state_store
+    from .steps import StepOptions, fact_runner
 
     manifest = obj.manifest(target)
     selected = choose(manifest.graph, select, exclude)
     write_artifacts(manifest, selected)
     started = time.monotonic()
     spark = spark_session(manifest.project.target(target))
-    report = run_models(spark, manifest, selected, threads=threads, echo=click.echo)
+    store = open_state_store(manifest.project.target(target).state)
+    runners = {"fact": fact_runner(store, StepOptions(max_steps=max_steps, full_refresh=full_refresh), click.echo)}
+    report = run_models(spark, manifest, selected, threads=threads, echo=click.echo, runners=runners)
     (manifest.project.target_dir / "run_results.json").write_text(report.to_json())
     counts = report.counts()
     click.echo(f"done in {time.monotonic() - started:.1f}s: {counts['success']} ok, {counts['error']} failed, "
                f"{counts['skipped']} skipped")
     if not report.ok:
         sys.exit(EXIT_RUN_FAILED)
+
+
+@cli.command()
+@_select
+@_exclude
+@_target
+@click.pass_obj
+def status(obj: _Context, select, exclude, target) -> None:
+    """Offsets of fact models and MV inputs: last/next, lag, rows, lease holder, why a topic waits."""
+    from .select import select as choose
+    from .state import open_state_store
+    from .steps import status_lines, utc_now
+
+    manifest = obj.manifest(target)
+    chosen = set(choose(manifest.graph, select, exclude)) if select or exclude else None
+    store = open_state_store(manifest.project.target(target).state)
+    click.echo("\n".join(status_lines(store.offsets(), utc_now(), chosen)))
 
 
 @cli.command(name="lineage")

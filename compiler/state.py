@@ -121,9 +121,10 @@ class FencingError(RunError):
     """A write carried a fencing token that is no longer the topic's current one."""
 
     def __init__(self, topic: str, token: int, current: int, holder: str):
+        now_held = f", held by {holder}" if holder else ""
         super().__init__(Problem(
-            f"topic '{topic}': this runner's lease (token {token}) was taken over by "
-            f"{holder or 'a reset'} (token {current}); its write is rejected",
+            f"topic '{topic}': this runner's lease (token {token}) was taken over (now token {current}{now_held}); "
+            "its write is rejected",
             hint="the lease expired while the step ran: the new holder redoes the step; raise the lease TTL if steps are slow",
             code="fenced",
         ))

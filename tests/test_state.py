@@ -101,7 +101,7 @@ def test_expired_lease_is_taken_over_and_the_old_holder_is_fenced(store):
                   lambda: store.renew(old, 60, at(62))):
         with pytest.raises(FencingError) as info:
             write()
-        assert "taken over by b" in str(info.value)
+        assert "taken over (now token 2, held by b)" in str(info.value)
     offset = store.get("orders")
     assert (offset.last, offset.next, offset.hostid) == (None, POS1, "b")
     store.release(old)  # a no-op: the lease is b's now

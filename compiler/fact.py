@@ -1,0 +1,405 @@
+"""Compile-time plan of a ``fact`` model: the step SELECT and the bounds queries.
+
+A fact is built in steps over a position range ``(last, next]`` of its **main source**: the
+first table in FROM (or ``config(source=...)``), followed through views to the declared
+source whose ``position`` columns order its rows (e.g. ``(ts, order_id)``). Everything here
+is pure: the queries are sqlglot ASTs printed as Spark SQL with named parameter markers
+(``:last_ts``, ``:next_order_id``, ``:upto``, ``:step``), bound by ``steps.py`` at run time,
+so ``target/run/<model>/step.sql`` is exactly what runs.
+
+The fact table is plain parquet partitioned by a hidden step id ``mvflow_step`` (a hash of
+the step's ``next``). Each step is written with ``INSERT OVERWRITE ... PARTITION
+(mvflow_step = :step)`` on a table whose overwrite mode is ``static``: a re-run of a crashed
+step replaces exactly what the crashed try wrote, even when the re-run writes no rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from .compile import Manifest, Model
+from .errors import CompileError, Problem
+from .parse import pretty, table_name
+
+STEP_COLUMN = "mvflow_step"  # no leading "_": the Hive metastore's partition filter parser rejects it
+_TIME_TYPES = ("timestamp", "date")
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """One table a step waits for: a source (``freshness_sql`` gives its newest time) or a
+    fact/mv model (its committed offsets in the state store)."""
+
+    name: str
+    kind: str  # source | fact | mv
+    via: str = ""  # the view/table model in depends_on that led here
+    freshness_sql: str | None = None
+
+    def label(self) -> str:
+        return f"{self.name} (via {self.via})" if self.via else self.name
+
+
+@dataclass(frozen=True)
+class FactPlan:
+    topic: str
+    relation: str
+    path: str
+    source: str  # the main source id
+    position: tuple[str, ...]  # its position columns
+    types: tuple[str | None, ...]  # their declared types
+    maxstep: int
+    delay_seconds: int
+    depends_on: tuple[Dependency, ...]
+    step: str  # the model's SELECT restricted to (last, next]
+    create: tuple[str, ...]  # the schema and the table, on the first step
+    insert: str
+    range_sql: str  # rows, first and last position in (last, upto)
+    cut_sql: str  # the maxstep-th position after last
+    stats_sql: str | None  # rows and null counts of a written step (None: columns unknown)
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+
+    @property
+    def time_column(self) -> str | None:
+        """The position column holding natural time (gated by delay and depends_on)."""
+        first = self.types[0]
+        return self.position[0] if first is None or first.lower().startswith(_TIME_TYPES) else None
+
+    def markers(self, prefix: str) -> list[str]:
+        return [f"{prefix}_{c}" for c in self.position]
+
+
+def fact(manifest: Manifest, model: Model) -> FactPlan:
+    """Plan the steps of a fact model; a model mvflow cannot step raises CompileError.
+
+    >>> plan = fact(*_demo("orders_enriched"))
+    >>> plan.source, plan.position, plan.maxstep
+    ('stage.orders', ('ts', 'order_id'), 50000)
+    >>> print(plan.step.split("WHERE")[1].strip().splitlines()[0])
+    (
+    """
+    kind = model.kind
+    table, alias = _main_table(manifest, model)
+    source, columns = _follow(manifest, model, table_name(table))
+    types = tuple(_column_type(source, c) for c in source.position)
+    mapped = [exp.column(columns[c], alias) for c in source.position]
+    step = model.ast.copy()
+    _leftmost(step).where(_in_range(mapped, source.position, types), copy=False)
+    config_line = model.config_lines.get("depends_on", 1)
+    depends = _dependencies(manifest, model, (*kind.depends_on, *source.depends_on), config_line)
+    return FactPlan(
+        topic=model.name,
+        relation=model.relation,
+        path=model.path,
+        source=source.id,
+        position=source.position,
+        types=types,
+        maxstep=kind.maxstep,
+        delay_seconds=max(kind.delay_seconds, source.delay_seconds),
+        depends_on=depends,
+        step=pretty(step),
+        create=(f"CREATE DATABASE IF NOT EXISTS {model.schema}", _create(model)),
+        insert=f"INSERT OVERWRITE TABLE {model.relation} PARTITION ({STEP_COLUMN} = :step)\n{pretty(step)}",
+        range_sql=pretty(_range_query(source.id, source.position, types)),
+        cut_sql=pretty(_cut_query(source.id, source.position, types, kind.maxstep)),
+        stats_sql=stats_query(model.relation, model.columns) if model.columns else None,
+        before=_hooks(model.config.get("before")),
+        after=_hooks(model.config.get("after")),
+    )
+
+
+def step_id(next_position: tuple) -> str:
+    """The hidden partition value of the step ending at ``next``: the same for every try.
+
+    A string, not a number: the Hive metastore cannot filter partitions on numeric keys.
+
+    >>> step_id(("2024-05-01 10:00:00", 7)) == step_id(("2024-05-01 10:00:00", 7))
+    True
+    """
+    return hashlib.sha256(repr(tuple(next_position)).encode()).hexdigest()[:16]
+
+
+def stats_query(relation: str, columns: list[str] | tuple[str, ...]) -> str:
+    """Rows and null counts per output column of one written step.
+
+    >>> print(stats_query("m.f", ["a"]))
+    SELECT
+      COUNT(*) AS `rows`,
+      COUNT_IF(`a` IS NULL) AS `a`
+    FROM m.f
+    WHERE
+      mvflow_step = :step
+    """
+    nulls = [exp.alias_(exp.func("COUNT_IF", exp.column(c, quoted=True).is_(exp.null())), exp.to_identifier(c, quoted=True))
+             for c in columns if c != STEP_COLUMN]
+    query = exp.select(exp.alias_(exp.func("COUNT", exp.Star()), exp.to_identifier("rows", quoted=True)), *nulls)
+    return pretty(query.from_(relation).where(exp.column(STEP_COLUMN).eq(exp.Placeholder(this="step"))))
+
+
+def step_script(plan: FactPlan) -> str:
+    """``target/run/<model>/step.sql``: the statements of one step, in order."""
+    lines = [
+        f"-- mvflow fact step: {plan.topic} from {plan.path}",
+        f"-- reads {plan.source} over (last, next] of ({', '.join(plan.position)})",
+        f"-- :{', :'.join(plan.markers('last'))} = the committed position (NULL on the first step)",
+        f"-- :{', :'.join(plan.markers('next'))} = the planned position (offsets.next)",
+        f"-- :step = the step's {STEP_COLUMN} partition, the same for every try of the step",
+    ]
+    for purpose, sql in [("create the schema and the fact table on the first step", plan.create[0]), ("", plan.create[1]),
+                         *[("before hook", h) for h in plan.before],
+                         ("write the step: replaces whatever an earlier try of this step wrote", plan.insert),
+                         *[("after hook", h) for h in plan.after]]:
+        lines += ["", f"-- {purpose}"] if purpose else [""]
+        lines.append(sql.rstrip() + ";")
+    if plan.stats_sql:
+        lines += ["", "-- step log: rows and null counts of the written step", plan.stats_sql + ";"]
+    return "\n".join(lines) + "\n"
+
+
+def bounds_script(plan: FactPlan) -> str:
+    """``target/run/<model>/bounds.sql``: how a step's ``next`` is chosen."""
+    lines = [
+        f"-- mvflow fact bounds: {plan.topic} from {plan.path}",
+        f"-- :upto = min(now - delay {plan.delay_seconds}s, freshness of "
+        + (", ".join(d.label() for d in plan.depends_on) or "nothing else") + ")",
+        "",
+        "-- rows ready after last: if no more than maxstep, next = the last of them",
+        plan.range_sql + ";",
+        "",
+        f"-- otherwise next = the position of the {plan.maxstep}th row after last (a bounded top-N, not a full sort)",
+        plan.cut_sql + ";",
+    ]
+    for dep in plan.depends_on:
+        if dep.freshness_sql:
+            lines += ["", f"-- freshness of {dep.label()}", dep.freshness_sql + ";"]
+        else:
+            lines += ["", f"-- freshness of {dep.label()}: its committed position in the state store"]
+    return "\n".join(lines) + "\n"
+
+
+# -- the main source -------------------------------------------------------------------------
+def _main_table(manifest: Manifest, model: Model) -> tuple[exp.Table, str]:
+    select = _leftmost(model.ast)
+    if select is not model.ast and not isinstance(model.ast, exp.Select):
+        _fail(model, "a fact model is one SELECT; UNION and other set operations cannot be stepped yet",
+              "build the union in a view over separate facts", "fact-shape")
+    from_ = select.args.get("from_")
+    candidates = [from_.this] if from_ else []
+    candidates += [j.this for j in select.args.get("joins") or [] if not j.side and j.kind.upper() in ("", "INNER")]
+    tables = [t for t in candidates if isinstance(t, exp.Table)]
+    wanted = getattr(model.kind, "source", None)
+    if wanted:
+        relation = manifest.relation_of(wanted).lower()
+        tables = [t for t in tables if table_name(t) == relation]
+        if not tables:
+            _fail(model, f"config(source='{wanted}'): {relation} is not in the FROM or an inner JOIN of the model",
+                  "name the table the steps follow: the one in FROM", "fact-source", "source")
+    elif not tables:
+        _fail(model, "a fact model must read a table in its FROM (not a subquery or CTE) to step over",
+              "read the main source directly or set config(source='db.table')", "fact-source")
+    return tables[0], tables[0].alias_or_name
+
+
+def _follow(manifest: Manifest, model: Model, relation: str, seen: tuple[str, ...] = ()):
+    """The declared source behind ``relation`` and the names its position columns have there."""
+    if relation in manifest.sources:
+        source = manifest.sources[relation]
+        if not source.position:
+            _fail(model, f"the main source {relation} of a fact has no position columns (it is a {source.change_mode} source)",
+                  "a fact steps over a source declared with 'position: [time, id]'; set config(source=...) to another table",
+                  "fact-source", "source")
+        return source, {c: c for c in source.position}
+    view = next((m for m in manifest.models.values() if m.relation == relation), None)
+    if view is None or view.name in seen:
+        _fail(model, f"the main table {relation} of a fact is not a declared source", "declare it in lineage/*.yml "
+              "with its position columns and read it with source()", "fact-source", "source")
+    if view.kind.name != "view":
+        _fail(model, f"the main table of a fact is the {view.kind.name} model '{view.name}': only sources and views over them can be stepped",
+              "read the source (or a view over it) in FROM, or set config(source=...)", "fact-source", "source")
+    inner, inner_alias = _main_table(manifest, view)
+    source, inner_columns = _follow(manifest, model, table_name(inner), (*seen, view.name))
+    outputs = _pass_through(view, inner_alias)
+    missing = [c for c in source.position if inner_columns[c] not in outputs]
+    if missing:
+        _fail(model, f"position column{'s' if len(missing) > 1 else ''} {', '.join(missing)} of {source.id} "
+              f"do{'es' if len(missing) == 1 else ''} not pass through the view '{view.name}' ({view.path})",
+              f"select {', '.join(inner_alias + '.' + inner_columns[c] for c in missing)} unchanged in {view.name}",
+              "fact-position")
+    return source, {c: outputs[inner_columns[c]] for c in source.position}
+
+
+def _pass_through(view: Model, alias: str) -> dict[str, str]:
+    """Columns of the view's main table that its SELECT outputs unchanged: input → output name."""
+    found: dict[str, str] = {}
+    for projection in _leftmost(view.ast).expressions:
+        inner = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and inner.is_star and inner.table in ("", alias)):
+            return _AllColumns()
+        if isinstance(inner, exp.Column) and inner.table in ("", alias):
+            found.setdefault(inner.name, projection.alias_or_name)
+    return found
+
+
+class _AllColumns(dict):
+    """``SELECT *``: every column passes through under its own name."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __getitem__(self, key: str) -> str:
+        return key
+
+
+def _column_type(source, column: str) -> str | None:
+    return (source.column_types() or {}).get(column)
+
+
+# -- the queries -----------------------------------------------------------------------------
+def _marker(name: str, type_: str | None) -> exp.Expression:
+    marker = exp.Placeholder(this=name)
+    return exp.cast(marker, exp.DataType.build(type_, dialect="spark")) if type_ else marker
+
+
+def _after(columns: list[exp.Expression], markers: list[exp.Expression]) -> exp.Expression:
+    """Lexicographic ``(c1, c2, ...) > (m1, m2, ...)``."""
+    head = columns[0].copy().__gt__(markers[0].copy())
+    if len(columns) == 1:
+        return head
+    return exp.or_(head, exp.and_(columns[0].copy().eq(markers[0].copy()), _after(columns[1:], markers[1:])))
+
+
+def _at_most(columns: list[exp.Expression], markers: list[exp.Expression]) -> exp.Expression:
+    """Lexicographic ``(c1, c2, ...) <= (m1, m2, ...)``."""
+    if len(columns) == 1:
+        return columns[0].copy() <= markers[0].copy()
+    head = columns[0].copy() < markers[0].copy()
+    return exp.or_(head, exp.and_(columns[0].copy().eq(markers[0].copy()), _at_most(columns[1:], markers[1:])))
+
+
+def _since_last(columns: list[exp.Expression], position: tuple[str, ...], types) -> exp.Expression:
+    last = [_marker(f"last_{c}", t) for c, t in zip(position, types)]
+    return exp.or_(last[0].copy().is_(exp.null()), _after(columns, last))
+
+
+def _in_range(columns: list[exp.Expression], position: tuple[str, ...], types) -> exp.Expression:
+    """``(last, next]`` on the main table's position columns; no lower bound while last is NULL."""
+    upper = _at_most(columns, [_marker(f"next_{c}", t) for c, t in zip(position, types)])
+    return exp.and_(_since_last(columns, position, types), upper)
+
+
+def _ready(position: tuple[str, ...], types) -> exp.Expression:
+    columns = [exp.column(c) for c in position]
+    condition = _since_last(columns, position, types)
+    time_type = types[0]
+    if time_type is None or time_type.lower().startswith(_TIME_TYPES):
+        condition = exp.and_(condition, columns[0] < _marker("upto", time_type or "timestamp"))
+    return condition
+
+
+def _as_text(name: str, type_: str | None, table: str | None = None) -> exp.Expression:
+    """Positions leave Spark as JSON-friendly values: times as strings in the session zone."""
+    column = exp.column(name, table)
+    if type_ is None or type_.lower().startswith(_TIME_TYPES):
+        return exp.alias_(exp.cast(column, "string"), name)
+    return exp.alias_(column, name)
+
+
+def _range_query(relation: str, position: tuple[str, ...], types) -> exp.Select:
+    struct = lambda: exp.func("STRUCT", *[exp.column(c) for c in position])  # noqa: E731
+    inner = exp.select(
+        exp.alias_(exp.func("COUNT", exp.Star()), exp.to_identifier("rows", quoted=True)),
+        exp.alias_(exp.func("MIN", struct()), "lo"),
+        exp.alias_(exp.func("MAX", struct()), "hi"),
+    ).from_(relation).where(_ready(position, types))
+    outputs = [exp.column("rows", quoted=True)]
+    for bound in ("lo", "hi"):
+        for c, t in zip(position, types):
+            text = _as_text(c, t, bound)
+            outputs.append(exp.alias_(text.this, f"{bound}_{c}"))
+    return exp.select(*outputs).from_(inner.subquery("r"))
+
+
+def _cut_query(relation: str, position: tuple[str, ...], types, maxstep: int) -> exp.Select:
+    first = (exp.select(*[exp.column(c) for c in position]).from_(relation).where(_ready(position, types))
+             .order_by(*[exp.column(c) for c in position]).limit(maxstep))
+    return (exp.select(*[_as_text(c, t) for c, t in zip(position, types)]).from_(first.subquery("first_rows"))
+            .order_by(*[exp.Ordered(this=exp.column(c), desc=True) for c in position]).limit(1))
+
+
+def _create(model: Model) -> str:
+    body = exp.select(exp.Star(), exp.alias_(exp.cast(exp.null(), "string"), STEP_COLUMN)).from_(
+        model.ast.copy().subquery("q")).where(exp.false())
+    partition = ", ".join((STEP_COLUMN, *model.kind.partition_by))
+    return (f"CREATE TABLE IF NOT EXISTS {model.relation}\nUSING parquet\nPARTITIONED BY ({partition})\n"
+            f"OPTIONS ('partitionOverwriteMode' = 'static')\nAS\n{pretty(body)}")
+
+
+# -- dependencies ----------------------------------------------------------------------------
+def _dependencies(manifest: Manifest, model: Model, names, line: int) -> tuple[Dependency, ...]:
+    found: dict[str, Dependency] = {}
+    for name in names:
+        for dep in _resolve(manifest, model, name, via="", seen=()):
+            found.setdefault(dep.name, dep)
+    return tuple(found.values())
+
+
+def _resolve(manifest: Manifest, model: Model, name: str, via: str, seen: tuple[str, ...]) -> list[Dependency]:
+    if name in manifest.sources:
+        source = manifest.sources[name]
+        return [Dependency(name, "source", via, _freshness_sql(source))] if _freshness_sql(source) else []
+    other = manifest.models.get(name)
+    if other is None:
+        _fail(model, f"depends_on names '{name}', which is neither a source nor a model",
+              "list sources as database.table and models by name", "unknown-dependency", "depends_on")
+    if other.kind.name in ("fact", "mv"):
+        return [Dependency(name, other.kind.name, via)]
+    if name in seen:
+        return []
+    # a view or table is as fresh as what it reads
+    upstream = [*other.depends_on_sources, *other.depends_on_models]
+    return [d for up in upstream for d in _resolve(manifest, model, up, via or name, (*seen, name))]
+
+
+def _freshness_sql(source) -> str | None:
+    """Newest natural time of a source: its position's time column (or its change feed's)."""
+    if source.position:
+        table, column, type_ = source.id, source.position[0], _column_type(source, source.position[0])
+    elif source.changes:
+        table, column, type_ = source.changes.table, source.changes.position[0], None
+    else:
+        return None  # a dictionary has no time: it never holds a step back
+    if type_ is not None and not type_.lower().startswith(_TIME_TYPES):
+        return None
+    return pretty(exp.select(exp.alias_(exp.cast(exp.func("MAX", exp.column(column)), "string"), "newest")).from_(table))
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def _leftmost(query: exp.Expression) -> exp.Select:
+    while isinstance(query, (exp.SetOperation, exp.Subquery)):
+        query = query.left if isinstance(query, exp.SetOperation) else query.this
+    return query  # type: ignore[return-value]
+
+
+def _hooks(value: object) -> tuple[str, ...]:
+    if not value:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(str(v) for v in value)  # type: ignore[arg-type]
+
+
+def _fail(model: Model, message: str, hint: str, code: str, key: str | None = None) -> None:
+    line = model.config_lines.get(key, 1) if key else 1
+    raise CompileError(Problem(f"fact model '{model.name}': {message}", model.path, line, hint=hint, code=code))
+
+
+def _demo(name: str):
+    """The demo project's manifest and one model (for doctests)."""
+    from pathlib import Path
+
+    from .compile import compile_project
+    from .project import load_project
+
+    manifest = compile_project(load_project(Path(__file__).resolve().parent.parent))
+    return manifest, manifest.models[name]

@@ -1,0 +1,346 @@
+"""Running ``fact`` models: the step protocol on Spark and the state store.
+
+For one fact (its topic is the model's name):
+
+1. take the topic's lease (``LeaseHeld`` names the live holder);
+2. if ``next`` differs from ``last`` a previous step crashed: redo exactly that range;
+   otherwise choose ``next``: the last row after ``last`` that is ready (older than ``upto`` =
+   min(now − delay, freshness of every ``depends_on`` entry)), at most ``maxstep`` rows on;
+   if nothing is ready, record why and stop;
+3. write ``next``, then overwrite the step's hidden partition with the SELECT over
+   ``(last, next]``;
+4. commit ``last = next`` (fenced by the lease's token) and append a step log row;
+5. repeat until caught up or ``max_steps``, then release the lease.
+
+The queries come from ``fact.py`` (pure); this module binds their markers and runs them.
+``checkpoint`` is called at named points of a step (``planned``, ``next-written``,
+``writing``, ``written``, ``committed``) so tests can kill the process exactly there.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Callable
+
+from .compile import Manifest, Model
+from .errors import MvflowError, Problem, RunError
+from .fact import FactPlan, fact, stats_query, step_id
+from .run import Result, _spark_message
+from .state import Lease, Offset, StateStore, StepLogRow, default_holder
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+FAR_FUTURE = "9999-12-31 23:59:59.999999"
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass
+class StepOptions:
+    max_steps: int | None = None
+    full_refresh: bool = False
+    lease_ttl_seconds: float = 600.0
+    holder: str = field(default_factory=default_holder)
+    clock: Callable[[], datetime] = utc_now
+    checkpoint: Callable[[str], None] = lambda point: None
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """How far one dependency has caught up in natural time (UTC, naive)."""
+
+    label: str
+    time: datetime | None  # None: not caught up to anything yet
+    why: str = ""  # why time is None ("never refreshed", "no rows yet")
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The upper time bound of a step, and which limit set it."""
+
+    upto: datetime
+    limit: str  # "delay" or a dependency label
+    blocked: str = ""  # non-empty: nothing can run, and why
+
+
+def gate(now: datetime, delay_seconds: int, freshness: list[Freshness]) -> Gate:
+    """``upto`` = min(now − delay, every dependency's freshness); a dependency that has not
+    caught up to anything blocks the step.
+
+    >>> now = datetime(2026, 1, 1, 12, 0)
+    >>> gate(now, 60, [Freshness("stage.offers", datetime(2026, 1, 1, 11, 0))])
+    Gate(upto=datetime.datetime(2026, 1, 1, 11, 0), limit='stage.offers', blocked='')
+    >>> gate(now, 60, [Freshness("offers_wide", None, "never refreshed")]).blocked
+    'waiting for offers_wide (never refreshed)'
+    """
+    upto, limit = now - timedelta(seconds=delay_seconds), "delay"
+    for item in freshness:
+        if item.time is None:
+            return Gate(upto, item.label, f"waiting for {item.label} ({item.why})")
+        if item.time < upto:
+            upto, limit = item.time, item.label
+    return Gate(upto, limit)
+
+
+def waiting_reason(gate_: Gate, first_pending: datetime | None, delay_seconds: int) -> str:
+    """Why no row is ready although ``first_pending`` (the oldest unprocessed row) exists.
+
+    >>> g = Gate(datetime(2026, 1, 1, 11, 48), "stage.payments")
+    >>> waiting_reason(g, datetime(2026, 1, 1, 12, 0), 0)
+    'waiting for stage.payments, 12 min behind'
+    >>> waiting_reason(Gate(datetime(2026, 1, 1, 11, 59), "delay"), datetime(2026, 1, 1, 11, 59, 30), 60)
+    'waiting for the delay of 60s: the oldest new row is 30s younger than now - delay'
+    """
+    if first_pending is None:
+        return "caught up"
+    behind = _duration((first_pending - gate_.upto).total_seconds())
+    if gate_.limit == "delay":
+        return f"waiting for the delay of {delay_seconds}s: the oldest new row is {behind} younger than now - delay"
+    return f"waiting for {gate_.limit}, {behind} behind"
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    if seconds < 172800:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 86400} days"
+
+
+def fact_runner(store: StateStore, options: StepOptions, echo: Callable[[str], None] = print):
+    """A ``run_models`` runner for the ``fact`` kind."""
+
+    def runner(spark: "SparkSession", manifest: Manifest, model: Model) -> Result:
+        return run_fact(spark, manifest, model, store, options, echo)
+
+    return runner
+
+
+def run_fact(spark: "SparkSession", manifest: Manifest, model: Model, store: StateStore,
+             options: StepOptions, echo: Callable[[str], None] = print) -> Result:
+    """Run steps of one fact model until it is caught up, blocked or ``max_steps`` are done."""
+    started = time.monotonic()
+    result = Result(model.name, "fact", "success", rows=0, started_at=options.clock().isoformat(timespec="seconds"))
+    try:
+        plan = fact(manifest, model)
+        lease = store.acquire(plan.topic, options.holder, options.lease_ttl_seconds, options.clock())
+    except MvflowError as exc:
+        return _failed(result, exc, started)
+    try:
+        _Stepper(spark, manifest, plan, store, lease, options, echo, result).run()
+    except MvflowError as exc:
+        _failed(result, exc, started)
+    except Exception as exc:  # noqa: BLE001 - a failing model must not stop the others
+        result.status, result.message = "error", _spark_message(exc)
+    finally:
+        store.release(lease)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _failed(result: Result, exc: MvflowError, started: float) -> Result:
+    result.status, result.message = "error", "; ".join(p.format() for p in exc.problems)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+class _Stepper:
+    def __init__(self, spark, manifest: Manifest, plan: FactPlan, store: StateStore, lease: Lease,
+                 options: StepOptions, echo, result: Result):
+        self.spark, self.manifest, self.plan, self.store = spark, manifest, plan, store
+        self.lease, self.options, self.echo, self.result = lease, options, echo, result
+        self.steps = 0
+
+    def run(self) -> None:
+        plan, store = self.plan, self.store
+        if self.options.full_refresh:
+            store.reset(plan.topic)  # first: a crash before the drop leaves a topic that refuses to run
+            self.spark.sql(f"DROP TABLE IF EXISTS {plan.relation}")
+        offset = store.get(plan.topic)
+        if offset.last is None and offset.next is None and self.spark.catalog.tableExists(plan.relation):
+            raise RunError(Problem(
+                f"fact '{plan.topic}': {plan.relation} exists but the state store has no position for it",
+                plan.path, hint="rebuild it with mvflow run --full-refresh -s " + plan.topic
+                + " (or point the target at the state store that built it)", code="fact-no-offsets"))
+        while self.options.max_steps is None or self.steps < self.options.max_steps:
+            self.lease = store.renew(self.lease, self.options.lease_ttl_seconds, self.options.clock())
+            if not self.step(store.get(plan.topic)):
+                return
+        self.note(f"stopped after {self.steps} step(s) (--max-steps)")
+
+    def note(self, state: str) -> None:
+        self.store.set_state(self.lease, state, self.options.clock())
+        self.result.message = state if not self.steps else f"{self.steps} step(s); {state}"
+
+    def step(self, offset: Offset) -> bool:
+        """One step; False when there is nothing (more) to do."""
+        plan, clock, checkpoint = self.plan, self.options.clock, self.options.checkpoint
+        began = time.monotonic()
+        now = clock()
+        last = offset.last
+        if offset.in_flight:
+            next_, first, redo = offset.next, None, True
+            self.echo(f"  {plan.topic}: redoing the unfinished step ({_show(last)}, {_show(next_)}]")
+        else:
+            planned = self.plan_next(last, now)
+            if planned is None:
+                return False
+            next_, first = planned
+            redo = False
+        checkpoint("planned")
+        if not redo:
+            self.store.set_next(self.lease, next_, clock())
+        checkpoint("next-written")
+        step = step_id(next_)
+        params = {**_bind(plan.markers("last"), last), **_bind(plan.markers("next"), next_), "step": step}
+        group = f"mvflow:{plan.topic}:{step}:{uuid.uuid4().hex[:8]}"
+        self.spark.sparkContext.setJobGroup(group, f"mvflow fact step {plan.topic}", interruptOnCancel=False)
+        try:
+            for statement in plan.create:
+                self.sql(statement, params)
+            for hook in plan.before:
+                self.sql(hook, params)
+            checkpoint("writing")
+            self.sql(plan.insert, params)
+            for hook in plan.after:
+                self.sql(hook, params)
+            checkpoint("written")
+            stats = self.stats(step)
+        finally:
+            self.spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+        rows = int(stats.pop("rows"))
+        self.store.commit(self.lease, next_, rows, "ok", clock())
+        checkpoint("committed")
+        self.steps += 1
+        self.result.rows = (self.result.rows or 0) + rows
+        lag = (_naive(now) - _time_of(first or next_)).total_seconds() if _time_of(first or next_) else None
+        self.store.log_step(StepLogRow(
+            plan.topic, now, rows, last=last, next=next_, min_pos=first, max_pos=next_, max_lag_seconds=lag,
+            nulls={k: int(v) for k, v in stats.items() if v}, query_id=group,
+            seconds=round(time.monotonic() - began, 3), consumer=self.lease.holder))
+        self.echo(f"  {plan.topic}: step {self.steps}{' (redo)' if redo else ''} ({_show(last)}, {_show(next_)}] "
+                  f"{rows:,} rows in {time.monotonic() - began:.1f}s")
+        self.result.message = f"{self.steps} step(s)"
+        return True
+
+    def plan_next(self, last, now: datetime):
+        """(next, first position) of a new step, or None after recording why nothing is ready."""
+        plan = self.plan
+        gate_ = gate(_naive(now), plan.delay_seconds, [self.freshness(d) for d in plan.depends_on])
+        if gate_.blocked:
+            self.note(gate_.blocked)
+            return None
+        ready = self.range(last, _text(gate_.upto))
+        if ready["rows"] == 0:
+            pending = self.range(last, FAR_FUTURE)
+            first = _time_of(_position(pending, "lo", plan.position)) if pending["rows"] else None
+            self.note(waiting_reason(gate_, first, plan.delay_seconds))
+            return None
+        first = _position(ready, "lo", plan.position)
+        if ready["rows"] <= plan.maxstep:
+            return _position(ready, "hi", plan.position), first
+        args = {**_bind(plan.markers("last"), last), "upto": _text(gate_.upto)}
+        row = self.spark.sql(plan.cut_sql, args=args).collect()[0]
+        return tuple(row[c] for c in plan.position), first
+
+    def range(self, last, upto: str) -> dict:
+        args = {**_bind(self.plan.markers("last"), last), "upto": upto}
+        return self.spark.sql(self.plan.range_sql, args=args).collect()[0].asDict()
+
+    def freshness(self, dep) -> Freshness:
+        label = dep.label()
+        if dep.kind == "source":
+            newest = self.spark.sql(dep.freshness_sql).collect()[0]["newest"]
+            return Freshness(label, _parse(newest), "no rows yet")
+        if dep.kind == "fact":
+            offset = self.store.get(dep.name)
+            when = _time_of(offset.last) if offset and offset.last else None
+            return Freshness(label, when, "never run" if not offset or not offset.last else "position has no time")
+        return _mv_freshness(label, dep.name, self.store.offsets())
+
+    def sql(self, text: str, params: dict) -> None:
+        self.spark.sql(text, args={k: v for k, v in params.items() if f":{k}" in text} or None)
+
+    def stats(self, step: int) -> dict:
+        text = self.plan.stats_sql or stats_query(self.plan.relation, self.spark.table(self.plan.relation).columns)
+        return self.spark.sql(text, args={"step": step}).collect()[0].asDict()
+
+
+def _mv_freshness(label: str, name: str, offsets: list[Offset]) -> Freshness:
+    """An MV is as fresh as the newest natural time its inputs' committed positions reached
+    (topics ``<mv>:<input>``); with no committed input it was never refreshed."""
+    inputs = [o for o in offsets if o.topic.startswith(name + ":") and o.last is not None]
+    if not inputs:
+        return Freshness(label, None, "never refreshed")
+    times = [t for t in (_time_of(o.last) for o in inputs) if t is not None]
+    if times:
+        return Freshness(label, max(times))
+    runs = [o.run for o in inputs if o.run is not None]
+    return Freshness(label, _naive(max(runs)) if runs else None, "never refreshed")
+
+
+def _position(row: dict, prefix: str, position) -> tuple:
+    return tuple(row[f"{prefix}_{c}"] for c in position)
+
+
+def _bind(markers: list[str], position) -> dict:
+    values = position if position is not None else (None,) * len(markers)
+    return dict(zip(markers, values))
+
+
+def _naive(value: datetime) -> datetime:
+    """Natural time in Spark's session zone (UTC) without tzinfo, as positions are."""
+    return value.astimezone(timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+
+
+def _text(value: datetime) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _parse(value) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+
+
+def _time_of(position) -> datetime | None:
+    return _parse(position[0]) if position else None
+
+
+def _show(position) -> str:
+    return "start" if position is None else ", ".join(str(v) for v in position)
+
+
+# -- mvflow status -----------------------------------------------------------------------------
+def status_lines(offsets: list[Offset], now: datetime, topics: set[str] | None = None) -> list[str]:
+    """One line per topic: last/next, natural-time lag, rows of the last step, holder, state.
+
+    >>> from compiler.state import Offset
+    >>> o = Offset("orders", last=("2026-01-01 11:00:00", 5), next=("2026-01-01 11:00:00", 5), rows=3,
+    ...            state="waiting for stage.payments, 12 min behind")
+    >>> print(status_lines([o], datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc))[1])
+    orders  2026-01-01 11:00:00, 5  -  60 min  3  -  waiting for stage.payments, 12 min behind
+    """
+    header = ["topic", "last", "next (in flight)", "lag", "rows", "holder", "state"]
+    rows = []
+    for o in offsets:
+        if topics is not None and o.topic.split(":")[0] not in topics:
+            continue
+        when = _time_of(o.last)
+        lag = _duration((_naive(now) - when).total_seconds()) if when else "-"
+        holder = f"{o.hostid} (until {o.lease_expires:%H:%M:%S})" if o.held_at(now) else "-"
+        rows.append([o.topic, _show(o.last) if o.last else "-", _show(o.next) if o.in_flight else "-", lag,
+                     str(o.rows), holder, o.state or "-"])
+    return ["  ".join(header)] + ["  ".join(r) for r in rows]

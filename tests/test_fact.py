@@ -1,0 +1,262 @@
+"""Fact models: the compiled step, and the step protocol on real Spark tables and a real
+SQLite state store (oracle, maxstep, gating, leases, full refresh)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from click.testing import CliRunner
+
+from compiler.cli import cli
+from compiler.compile import compile_project
+from compiler.errors import CompileError
+from compiler.fact import STEP_COLUMN, fact
+from compiler.project import load_project
+from compiler.state import open_state_store
+from compiler.steps import StepOptions, run_fact, status_lines
+
+T0 = datetime(2026, 1, 1, 0, 0, tzinfo=timezone.utc)
+
+LINEAGE = """
+sources:
+  - name: events
+    database: {src}
+    primary_key: [id]
+    position: [ts, id]
+    columns:
+      - {{name: id, type: bigint}}
+      - {{name: k, type: int}}
+      - {{name: v, type: int}}
+      - {{name: ts, type: timestamp}}
+  - name: dims
+    database: {src}
+    primary_key: [k]
+    dictionary: true
+  - name: payments
+    database: {src}
+    primary_key: [id]
+    position: [ts, id]
+    columns:
+      - {{name: id, type: bigint}}
+      - {{name: ts, type: timestamp}}
+"""
+
+FACT = """
+{{{{ config(materialized='fact', maxstep=3{extra}) }}}}
+SELECT e.id, e.ts, e.v * 2 AS v2, d.name
+FROM {{{{ source('{src}', 'events') }}}} AS e
+LEFT JOIN {{{{ source('{src}', 'dims') }}}} AS d ON d.k = e.k
+"""
+
+
+class Env:
+    """A tiny project with its own databases, its state store and a controllable clock."""
+
+    def __init__(self, spark, make_project, extra: str = "", more: dict | None = None):
+        self.spark = spark
+        tag = uuid.uuid4().hex[:8]
+        self.src, self.out = f"src_{tag}", f"out_{tag}"
+        files = {
+            "project.yml": f"name: t\nmodels:\n  +schema: {self.out}\n",
+            "lineage/src.yml": LINEAGE.format(src=self.src),
+            "models/ev.sql": FACT.format(src=self.src, extra=extra.format(src=self.src)),
+            **{k: v.format(src=self.src) for k, v in (more or {}).items()},
+        }
+        self.root = make_project(files)
+        self.project = load_project(self.root)
+        self.manifest = compile_project(self.project)
+        self.store = open_state_store(self.project.target().state)
+        self.now = T0 + timedelta(days=1)
+        self.lines: list[str] = []
+        spark.sql(f"CREATE DATABASE {self.src}")
+        spark.sql(f"CREATE TABLE {self.src}.events (id BIGINT, k INT, v INT, ts TIMESTAMP) USING parquet")
+        spark.sql(f"CREATE TABLE {self.src}.payments (id BIGINT, ts TIMESTAMP) USING parquet")
+        spark.sql(f"CREATE TABLE {self.src}.dims (k INT, name STRING) USING parquet")
+        spark.sql(f"INSERT INTO {self.src}.dims VALUES (1, 'one'), (2, 'two')")
+
+    def add_events(self, first: int, count: int, minutes: int = 0) -> None:
+        """Events first..first+count-1; two share each timestamp (the id breaks the tie)."""
+        rows = ", ".join(f"({i}, {i % 3}, {i}, TIMESTAMP'{_ts(minutes + i // 2)}')" for i in range(first, first + count))
+        self.spark.sql(f"INSERT INTO {self.src}.events VALUES {rows}")
+
+    def run(self, model: str = "ev", **options):
+        options.setdefault("clock", lambda: self.now)
+        options.setdefault("lease_ttl_seconds", 60)
+        return run_fact(self.spark, self.manifest, self.manifest.models[model], self.store, StepOptions(**options),
+                        self.lines.append)
+
+    def fact_rows(self, model: str = "ev") -> list[tuple]:
+        relation = self.manifest.models[model].relation
+        return sorted(tuple(r) for r in self.spark.table(relation).drop(STEP_COLUMN).collect())
+
+    def oracle(self, model: str = "ev") -> list[tuple]:
+        """The model's SELECT over every source row up to the committed position."""
+        last = self.store.get(model).last
+        if last is None:
+            return []
+        ts, id_ = f"TIMESTAMP'{last[0]}'", last[1]
+        rows = self.spark.sql(f"SELECT q.* FROM ({self.manifest.models[model].sql}) AS q "
+                              f"WHERE q.ts < {ts} OR (q.ts = {ts} AND q.id <= {id_})").collect()
+        return sorted(tuple(r) for r in rows)
+
+
+def _ts(minutes: int) -> str:
+    return (T0 + timedelta(minutes=minutes)).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@pytest.fixture
+def env(spark, make_project):
+    return Env(spark, make_project)
+
+
+# -- compile time -----------------------------------------------------------------------------
+def test_step_sql_restricts_the_main_alias_to_last_next(env):
+    model = env.manifest.models["ev"]
+    before = model.ast.sql()
+    plan = fact(env.manifest, model)
+    assert model.ast.sql() == before, "the model's AST must not be modified"
+    assert plan.source == f"{env.src}.events" and plan.position == ("ts", "id") and plan.maxstep == 3
+    assert "e.ts > CAST(:last_ts AS TIMESTAMP)" in plan.step
+    assert "e.id <= CAST(:next_id AS BIGINT)" in plan.step
+    assert f"PARTITION ({STEP_COLUMN} = :step)" in plan.insert
+    assert "LIMIT 3" in plan.cut_sql and "ts < CAST(:upto AS TIMESTAMP)" in plan.range_sql
+    assert fact(env.manifest, model) == plan, "deterministic"
+
+
+def test_position_must_pass_through_a_view(spark, make_project):
+    env = Env(spark, make_project, more={
+        "models/v_ok.sql": "SELECT e.id, e.ts AS happened, e.v, e.k FROM {{{{ source('{src}', 'events') }}}} AS e",
+        "models/v_bad.sql": "SELECT e.id, e.v, e.k FROM {{{{ source('{src}', 'events') }}}} AS e",
+        "models/f_ok.sql": "{{{{ config(materialized='fact') }}}} SELECT o.id, o.happened FROM {{{{ ref('v_ok') }}}} AS o",
+        "models/f_bad.sql": "{{{{ config(materialized='fact') }}}} SELECT o.id FROM {{{{ ref('v_bad') }}}} AS o",
+    })
+    plan = fact(env.manifest, env.manifest.models["f_ok"])
+    assert plan.source == f"{env.src}.events" and "o.happened > CAST(:last_ts AS TIMESTAMP)" in plan.step
+    with pytest.raises(CompileError, match="position column ts of .* does not pass through the view 'v_bad'"):
+        fact(env.manifest, env.manifest.models["f_bad"])
+
+
+def test_source_config_and_bad_sources(spark, make_project):
+    env = Env(spark, make_project, more={
+        "models/f_src.sql": "{{{{ config(materialized='fact', source='{src}.payments') }}}} "
+                            "SELECT p.id FROM {{{{ source('{src}', 'events') }}}} AS e "
+                            "JOIN {{{{ source('{src}', 'payments') }}}} AS p ON p.id = e.id",
+        "models/f_dict.sql": "{{{{ config(materialized='fact') }}}} SELECT d.k FROM {{{{ source('{src}', 'dims') }}}} AS d",
+    })
+    plan = fact(env.manifest, env.manifest.models["f_src"])
+    assert plan.source == f"{env.src}.payments" and "p.ts > CAST(:last_ts AS TIMESTAMP)" in plan.step
+    with pytest.raises(CompileError, match="has no position columns"):
+        fact(env.manifest, env.manifest.models["f_dict"])
+
+
+# -- the step protocol ------------------------------------------------------------------------
+def test_oracle_holds_after_every_step_and_maxstep_splits_the_backlog(env):
+    env.add_events(1, 10)
+    for expected_steps in range(1, 5):
+        result = env.run(max_steps=1)
+        assert result.status == "success", result.message
+        assert env.fact_rows() == env.oracle()
+        assert len(env.store.steps("ev", 100)) == expected_steps
+    assert env.store.get("ev").last == (_ts(5), 10)
+    steps = env.store.steps("ev", 100)
+    assert [s.rows for s in reversed(steps)] == [3, 3, 3, 1]
+    assert steps[0].nulls == {} and steps[1].nulls == {"name": 1} and steps[0].query_id.startswith("mvflow:ev:")
+    assert len(env.fact_rows()) == 10 and len(set(env.fact_rows())) == 10
+    result = env.run()
+    assert result.status == "success" and "caught up" in result.message and result.rows == 0
+
+
+def test_new_rows_are_added_in_later_runs_without_duplicates(env):
+    env.add_events(1, 4)
+    assert env.run().rows == 4
+    env.add_events(5, 5, minutes=10)
+    result = env.run()
+    assert result.rows == 5 and "2 step(s)" in result.message
+    assert env.fact_rows() == env.oracle() and len(env.fact_rows()) == 9
+    assert any("step 2" in line for line in env.lines)
+
+
+def test_delay_holds_steps_back_and_status_says_why(spark, make_project):
+    env = Env(spark, make_project, extra=", delay='10m'")
+    env.add_events(1, 6)  # ts = T0, T0+1m, T0+1m, T0+2m, T0+2m, T0+3m
+    env.now = T0 + timedelta(minutes=10, seconds=30)  # ready: older than T0 + 30 s
+    assert env.run().rows == 1
+    assert env.store.get("ev").last == (_ts(0), 1)
+    env.now = T0 + timedelta(minutes=10, seconds=45)
+    result = env.run()
+    assert result.rows == 0
+    assert "waiting for the delay of 600s: the oldest new row is 15s younger than now - delay" in result.message
+    assert "waiting for the delay" in status_lines(env.store.offsets(), env.now)[1]
+    cli_out = CliRunner().invoke(cli, ["--project-dir", str(env.root), "status"])
+    assert cli_out.exit_code == 0, cli_out.output
+    assert "ev" in cli_out.output and "waiting for the delay of 600s" in cli_out.output
+    env.now = T0 + timedelta(minutes=20)
+    assert env.run().rows == 5 and env.fact_rows() == env.oracle()
+
+
+def test_depends_on_a_source_holds_steps_back(spark, make_project):
+    env = Env(spark, make_project, extra=", depends_on=['{src}.payments']")
+    env.add_events(1, 8)  # ts = T0, T0+1m, T0+1m, T0+2m, ... T0+4m
+    result = env.run()
+    assert result.rows == 0 and f"waiting for {env.src}.payments (no rows yet)" in result.message
+    spark.sql(f"INSERT INTO {env.src}.payments VALUES (1, TIMESTAMP'{_ts(2)}')")
+    assert env.run().rows == 3  # events strictly before T0 + 2 min
+    result = env.run()
+    assert result.rows == 0 and f"waiting for {env.src}.payments, 0s behind" in result.message
+    spark.sql(f"INSERT INTO {env.src}.payments VALUES (2, TIMESTAMP'{_ts(60)}')")
+    assert env.run().rows == 5 and env.fact_rows() == env.oracle()
+
+
+def test_unbuilt_mv_dependency_waits_until_refreshed(spark, make_project):
+    env = Env(spark, make_project, extra=", depends_on=['wide']", more={
+        "models/wide.sql": "{{{{ config(materialized='mv') }}}} SELECT d.k, d.name FROM {{{{ source('{src}', 'dims') }}}} AS d",
+    })
+    env.add_events(1, 4)
+    result = env.run()
+    assert result.status == "success" and result.rows == 0
+    assert "waiting for wide (never refreshed)" in result.message
+    assert "waiting for wide (never refreshed)" in env.store.get("ev").state
+    # an MV refresh commits one topic per input, "<mv>:<input>"
+    lease = env.store.acquire(f"wide:{env.src}.dims", "mv-runner", 60, env.now)
+    env.store.commit(lease, (_ts(1), 0), 2, "ok", env.now)
+    assert env.run().rows == 1  # ts < T0 + 1 min
+
+
+def test_second_runner_is_refused_naming_the_holder(env):
+    env.add_events(1, 2)
+    env.store.acquire("ev", "host-a:123:abc", 60, env.now)
+    result = env.run()
+    assert result.status == "error" and "host-a:123:abc" in result.message and "[lease-held]" in result.message
+    assert not env.spark.catalog.tableExists(env.manifest.models["ev"].relation)
+
+
+def test_stale_lease_is_taken_over_and_the_old_holder_cannot_commit(env):
+    env.add_events(1, 5)
+    outcome = {}
+
+    def stall(point: str) -> None:
+        # runner A stalls after writing its step; its lease (60 s) expires, runner B takes over
+        if point == "written" and "b" not in outcome:
+            env.now += timedelta(minutes=5)
+            outcome["b"] = env.run(holder="runner-b")
+
+    result_a = env.run(holder="runner-a", checkpoint=stall)
+    assert outcome["b"].status == "success" and outcome["b"].rows == 5
+    assert result_a.status == "error" and "[fenced]" in result_a.message and "taken over" in result_a.message
+    assert env.fact_rows() == env.oracle() and len(env.fact_rows()) == 5
+    assert env.store.get("ev").hostid == ""
+    assert any("redo" in line for line in env.lines), "B redid A's planned step"
+
+
+def test_full_refresh_rebuilds_and_a_table_without_offsets_is_refused(env):
+    env.add_events(1, 5)
+    env.run()
+    before = env.fact_rows()
+    result = env.run(full_refresh=True)
+    assert result.rows == 5 and env.fact_rows() == before
+    env.store.reset("ev")
+    result = env.run()
+    assert result.status == "error" and "--full-refresh" in result.message
+    assert env.fact_rows() == before
