@@ -1,0 +1,238 @@
+"""Running view and table models on the shared local SparkSession: DAG order, blue/green table
+slots, failures that skip descendants, threads, kinds without a runner, run_results.json.
+
+Each test gets its own databases (``t_run_<tag>_*``) so that tests never see each other's tables.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+
+import pytest
+
+from compiler.cli import main
+from compiler.compile import compile_project
+from compiler.project import load_project
+from compiler.run import Result, run_models, run_statements
+
+MODELS = {
+    "models/stg/stg_items.sql": """
+        select i.id, i.shop, i.price
+        from {{ source('SRC', 'items') }} as i
+        where i.price > 0
+    """,
+    "models/mart/shop_stats.sql": """
+        {{ config(materialized='table') }}
+        select s.shop, count(*) as items, sum(s.price) as total
+        from {{ ref('stg_items') }} as s
+        group by s.shop
+    """,
+    "models/mart/top_shop.sql": """
+        select shop from {{ ref('shop_stats') }} order by total desc limit 1
+    """,
+}
+
+
+class Env:
+    """A tiny project on disk with its own source database, compiled without Spark."""
+
+    def __init__(self, spark, make_project, models: dict[str, str] | None = None):
+        self.spark = spark
+        tag = uuid.uuid4().hex[:8]
+        self.src, self.stg, self.mart = (f"t_run_{tag}_{part}" for part in ("src", "stg", "mart"))
+        files = {
+            "project.yml": f"""
+                name: t_run
+                models:
+                  stg: {{+schema: {self.stg}}}
+                  mart: {{+schema: {self.mart}}}
+            """,
+            "lineage/src.yml": f"""
+                sources:
+                  - {{name: items, database: {self.src}, primary_key: [id], dictionary: true}}
+                  - {{name: events, database: {self.src}, primary_key: [id], position: [id]}}
+            """,
+        }
+        files.update({path: text.replace("SRC", self.src) for path, text in {**MODELS, **(models or {})}.items()})
+        self.root = make_project(files)
+        spark.sql(f"CREATE DATABASE {self.src}")
+        self.load_items([(1, "a", 10.0), (2, "a", 5.0), (3, "b", 7.0), (4, "b", -1.0)])
+        spark.sql(f"CREATE TABLE {self.src}.events USING parquet AS SELECT 1L AS id")
+
+    def load_items(self, rows: list[tuple[int, str, float]]) -> None:
+        values = ", ".join(f"({i}, '{s}', {p})" for i, s, p in rows)
+        self.spark.sql(f"CREATE TABLE IF NOT EXISTS {self.src}.items (id BIGINT, shop STRING, price DOUBLE) USING parquet")
+        self.spark.sql(f"INSERT OVERWRITE TABLE {self.src}.items VALUES {values}")
+
+    def manifest(self):
+        return compile_project(load_project(self.root))
+
+    def run(self, select: list[str] | None = None, **options):
+        manifest = self.manifest()
+        lines: list[str] = []
+        names = select or manifest.order()
+        report = run_models(self.spark, manifest, names, echo=lines.append, **options)
+        return report, lines
+
+    def rows(self, relation: str) -> list[tuple]:
+        return sorted(tuple(r) for r in self.spark.table(relation).collect())
+
+    def view_text(self, relation: str) -> str:
+        info = {r.col_name: r.data_type for r in self.spark.sql(f"DESCRIBE TABLE EXTENDED {relation}").collect()}
+        return info.get("View Text", "")
+
+    def drop(self) -> None:
+        for database in (self.src, self.stg, self.mart):
+            self.spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
+
+
+@pytest.fixture
+def env(spark, make_project):
+    environment = Env(spark, make_project)
+    yield environment
+    environment.drop()
+
+
+def statuses(report) -> dict[str, str]:
+    return {r.name: r.status for r in report.results}
+
+
+def test_views_and_tables_are_built_in_dag_order(env):
+    report, lines = env.run()
+
+    assert report.ok and statuses(report) == {"stg_items": "success", "shop_stats": "success", "top_shop": "success"}
+    assert [r.name for r in report.results] == ["stg_items", "shop_stats", "top_shop"]
+    assert env.rows(f"{env.stg}.stg_items") == [(1, "a", 10.0), (2, "a", 5.0), (3, "b", 7.0)]
+    assert env.rows(f"{env.mart}.shop_stats") == [("a", 2, 15.0), ("b", 1, 7.0)]
+    assert env.rows(f"{env.mart}.top_shop") == [("a",)]
+    table = next(r for r in report.results if r.name == "shop_stats")
+    assert table.rows == 2 and table.kind == "table"
+    # one line when a model starts and one when it ends
+    assert sum("START" in line for line in lines) == 3
+    assert sum(" OK " in line for line in lines) == 3
+    assert any("of 3 OK    table shop_stats" in line and "2 rows" in line for line in lines)
+
+
+def test_table_rebuild_swaps_slots_and_readers_keep_the_model_name(env):
+    relation = f"{env.mart}.shop_stats"
+    env.run(["stg_items", "shop_stats"])
+    assert "__mvflow_a" in env.view_text(relation)
+
+    env.load_items([(1, "a", 1.0), (5, "c", 2.0)])
+    report, _ = env.run(["shop_stats"])
+    assert report.ok
+    assert "__mvflow_b" in env.view_text(relation)
+    assert env.rows(relation) == [("a", 1, 1.0), ("c", 1, 2.0)]
+    # the previous slot is kept until the next build (queries that started before the swap finish on it)
+    assert env.rows(f"{relation}__mvflow_a") == [("a", 2, 15.0), ("b", 1, 7.0)]
+
+    env.load_items([(9, "z", 3.0)])
+    env.run(["shop_stats"])
+    assert "__mvflow_a" in env.view_text(relation)
+    assert env.rows(relation) == [("z", 1, 3.0)]
+    tables = {r.tableName for r in env.spark.sql(f"SHOW TABLES IN {env.mart}").collect()}
+    assert tables == {"shop_stats", "shop_stats__mvflow_a", "shop_stats__mvflow_b"}
+
+
+def test_a_failing_model_skips_its_descendants(spark, make_project):
+    env = Env(spark, make_project, {
+        # `events` declares no columns, so compile cannot know that `nope` is missing: Spark finds out
+        "models/mart/broken.sql": "select e.nope from {{ source('SRC', 'events') }} as e",
+        "models/mart/after_broken.sql": "select * from {{ ref('broken') }}",
+        "models/mart/after_after.sql": "select * from {{ ref('after_broken') }}",
+    })
+    try:
+        report, lines = env.run()
+        result = {r.name: r for r in report.results}
+        assert not report.ok
+        assert result["broken"].status == "error" and "nope" in result["broken"].message
+        assert (result["after_broken"].status, result["after_broken"].message) == ("skipped", "upstream broken failed")
+        assert (result["after_after"].status, result["after_after"].message) == ("skipped", "upstream broken failed")
+        assert {result[n].status for n in ("stg_items", "shop_stats", "top_shop")} == {"success"}
+        assert report.counts() == {"success": 3, "error": 1, "skipped": 2}
+        assert not spark.catalog.tableExists(f"{env.mart}.after_broken")
+        assert any("ERROR" in line and "broken" in line for line in lines)
+    finally:
+        env.drop()
+
+
+def test_cli_run_exits_1_on_failure_and_writes_run_results(spark, make_project, capsys):
+    env = Env(spark, make_project, {"models/mart/broken.sql": "select e.nope from {{ source('SRC', 'events') }} as e"})
+    try:
+        with pytest.raises(SystemExit) as info:
+            main(["--project-dir", str(env.root), "run", "--select", "broken stg_items"])
+        out, err = capsys.readouterr()
+        assert info.value.code == 1, err
+        assert "1 ok, 1 failed, 0 skipped" in out
+        results = json.loads((env.root / "target" / "run_results.json").read_text())
+        assert results["counts"] == {"success": 1, "error": 1, "skipped": 0}
+        assert {r["name"]: r["status"] for r in results["results"]} == {"stg_items": "success", "broken": "error"}
+        assert (env.root / "target" / "run" / "stg" / "stg_items.sql").is_file()
+
+        main(["--project-dir", str(env.root), "run", "--select", "+top_shop"])
+        assert "3 ok, 0 failed, 0 skipped" in capsys.readouterr().out
+        assert env.rows(f"{env.mart}.top_shop") == [("a",)]
+    finally:
+        env.drop()
+
+
+def test_threads_run_independent_models_at_the_same_time(spark, make_project):
+    env = Env(spark, make_project, {
+        "models/stg/left.sql": "select i.id from {{ source('SRC', 'items') }} as i",
+        "models/stg/right.sql": "select i.shop from {{ source('SRC', 'items') }} as i",
+    })
+    # both runners must be inside at once to pass the barrier: impossible with one thread
+    barrier = threading.Barrier(2, timeout=60)
+
+    def meet_then_run(spark, manifest, model) -> Result:
+        if model.name in ("left", "right"):
+            barrier.wait()
+        return run_statements(spark, manifest, model)
+
+    try:
+        report, _ = env.run(["left", "right"], threads=2, runners={"view": meet_then_run})
+        assert report.ok and statuses(report) == {"left": "success", "right": "success"}
+        assert env.rows(f"{env.stg}.left") == [(1,), (2,), (3,), (4,)]
+    finally:
+        env.drop()
+
+
+def test_dependent_models_wait_for_their_parents_even_with_threads(env):
+    order: list[str] = []
+    lock = threading.Lock()
+
+    def record(spark, manifest, model) -> Result:
+        result = run_statements(spark, manifest, model)
+        with lock:
+            order.append(model.name)
+        return result
+
+    report, _ = env.run(threads=3, runners={"view": record, "table": record})
+    assert report.ok and order == ["stg_items", "shop_stats", "top_shop"]
+
+
+def test_kinds_without_a_runner_are_skipped_with_a_reason(spark, make_project):
+    env = Env(spark, make_project, {
+        "models/mart/wide.sql": """
+            {{ config(materialized='mv') }}
+            select i.id, i.shop from {{ source('SRC', 'items') }} as i
+        """,
+        "models/mart/steps.sql": """
+            {{ config(materialized='fact') }}
+            select e.id from {{ source('SRC', 'events') }} as e
+        """,
+        "models/mart/after_wide.sql": "select * from {{ ref('wide') }}",
+    })
+    try:
+        report, lines = env.run(["stg_items", "wide", "steps"], runners={})
+        result = {r.name: r for r in report.results}
+        assert report.ok
+        assert result["stg_items"].status == "success"
+        assert (result["wide"].status, result["wide"].message) == ("skipped", "the 'mv' kind is not run yet")
+        assert (result["steps"].status, result["steps"].message) == ("skipped", "the 'fact' kind is not run yet")
+        assert not spark.catalog.tableExists(f"{env.mart}.wide")
+        assert any("SKIP" in line and "wide" in line and "not run yet" in line for line in lines)
+    finally:
+        env.drop()
