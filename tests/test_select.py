@@ -7,7 +7,10 @@
 
 from __future__ import annotations
 
+import networkx as nx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compiler.cli import main
 from compiler.compile import compile_project
@@ -183,3 +186,39 @@ def test_ls_with_bad_selection_exits_2(project, capsys):
     err = capsys.readouterr().err
     assert info.value.code == 2 and "--select: [bad-selection] invalid selection 'a++b'" in err
     assert "Traceback" not in err
+
+
+# -- properties on random DAGs ----------------------------------------------------------------
+
+
+@st.composite
+def dags(draw):
+    """A random DAG of models m0..mN (edges only from lower to higher numbers)."""
+    size = draw(st.integers(min_value=1, max_value=8))
+    edges = draw(st.sets(st.tuples(st.integers(0, size - 1), st.integers(0, size - 1)).filter(lambda e: e[0] < e[1])))
+    graph = nx.DiGraph()
+    graph.add_nodes_from((f"model.m{i}", {"kind": "view", "tags": (), "path": f"models/m{i}.sql"}) for i in range(size))
+    graph.add_edges_from((f"model.m{a}", f"model.m{b}") for a, b in edges)
+    node = f"m{draw(st.integers(0, size - 1))}"
+    return graph, node
+
+
+def _names(nodes) -> set[str]:
+    return {n.split(".", 1)[1] for n in nodes}
+
+
+@settings(max_examples=60, deadline=None)
+@given(dags())
+def test_graph_operators_match_ancestors_and_descendants(case):
+    graph, node = case
+    up, down = _names(nx.ancestors(graph, f"model.{node}")), _names(nx.descendants(graph, f"model.{node}"))
+    assert set(select(graph, [f"+{node}"])) == up | {node}
+    assert set(select(graph, [f"{node}+"])) == down | {node}
+    assert set(select(graph, [f"+{node}+"])) == up | down | {node}
+    assert set(select(graph, [f"@{node}"])) == {node} | down | _names(
+        set().union(*(nx.ancestors(graph, f"model.{d}") for d in down | {node})))
+    assert set(select(graph, [f"1+{node}"])) == {node} | _names(graph.predecessors(f"model.{node}"))
+    assert set(select(graph, [f"{node}+1"])) == {node} | _names(graph.successors(f"model.{node}"))
+    assert set(select(graph, [f"{node}+"], [f"{node}+"])) == set()
+    order = select(graph)
+    assert all(order.index(a.split(".")[1]) < order.index(b.split(".")[1]) for a, b in graph.edges)
