@@ -51,6 +51,8 @@ class TableKind(_Kind):
 
     name: ClassVar[str] = "table"
     partition_by: tuple[str, ...] = ()
+    #: the rows' unique key, so that mv models may join it (they diff it like a dictionary)
+    unique_key: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,6 @@ class MvKind(_Kind):
 
     name: ClassVar[str] = "mv"
     breaking: ClassVar[tuple[str, ...]] = ("unique_key",)
-    implemented: ClassVar[bool] = False
     unique_key: tuple[str, ...] = ()
     fanout_threshold: float = 0.2
     compact_threshold: float = 0.1
