@@ -44,6 +44,8 @@ def write_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -
             written.append(_write(target / "run" / f"{stem}.sql", materialize.script(model, items)))
         if model.kind.name == "fact":
             written += _write_fact(target / "run" / stem, manifest, model)
+        if model.kind.name == "mv":
+            written += _write_mv(target / "run" / stem, manifest, model)
     traced = lineage(manifest)
     written.append(_write(target / "lineage.json", json.dumps(traced.to_dict(), indent=2, sort_keys=True) + "\n"))
     written.append(_write(target / "manifest.json", json.dumps(manifest_dict(manifest, traced), indent=2, sort_keys=True) + "\n"))
@@ -56,6 +58,22 @@ def _write_fact(folder: Path, manifest: Manifest, model: Model) -> list[Path]:
 
     plan = fact(manifest, model)
     return [_write(folder / "step.sql", step_script(plan)), _write(folder / "bounds.sql", bounds_script(plan))]
+
+
+def _write_mv(folder: Path, manifest: Manifest, model: Model) -> list[Path]:
+    """``run/<model>/<name>.sql``: every query and statement derived for an MV (see compiler/mv.py)."""
+    from .mv import derive, mv_plan
+
+    derived = derive(mv_plan(model, manifest))
+    header = f"-- mvflow: {model.name} (mv), derived from {model.path}\n"
+    return [_write(folder / f"{name.replace(':', '__')}.sql", f"{header}{sql.rstrip()};\n")
+            for name, sql in derived.queries.items()]
+
+
+def _mv_derived(model: Model, manifest: Manifest) -> dict[str, str] | None:
+    from .mv import derive, mv_plan
+
+    return derive(mv_plan(model, manifest)).queries if model.kind.name == "mv" else None
 
 
 def _write(path: Path, text: str) -> Path:
@@ -98,7 +116,8 @@ def _model_dict(model: Model, manifest: Manifest) -> dict[str, Any]:
         "undeclared_tables": model.undeclared_tables,
         "checksum": model.checksum,
         "compiled_path": f"compiled/{stem}.sql",
-        "run_path": f"run/{stem}.sql" if has_run else f"run/{stem}/" if model.kind.name == "fact" else None,
+        "run_path": f"run/{stem}.sql" if has_run else f"run/{stem}/" if model.kind.name in ("fact", "mv") else None,
+        "derived": _mv_derived(model, manifest),
         "compiled_sql": model.select_sql,
     }
 

@@ -109,6 +109,9 @@ def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps
     spark = spark_session(manifest.project.target(target))
     store = open_state_store(manifest.project.target(target).state)
     runners = {"fact": fact_runner(store, StepOptions(max_steps=max_steps, full_refresh=full_refresh), click.echo)}
+    from .refresh import mv_runner
+
+    runners["mv"] = mv_runner(store, full_refresh, click.echo)
     report = run_models(spark, manifest, selected, threads=threads, echo=click.echo, runners=runners)
     (manifest.project.target_dir / "run_results.json").write_text(report.to_json())
     counts = report.counts()
@@ -133,6 +136,41 @@ def status(obj: _Context, select, exclude, target) -> None:
     chosen = set(choose(manifest.graph, select, exclude)) if select or exclude else None
     store = open_state_store(manifest.project.target(target).state)
     click.echo("\n".join(status_lines(store.offsets(), utc_now(), chosen)))
+
+
+@cli.command()
+@_select
+@_exclude
+@_target
+@click.pass_obj
+def verify(obj: _Context, select, exclude, target) -> None:
+    """Compare each MV with a full recomputation of its SELECT (missing, extra, different rows)."""
+    from .select import select as choose
+    from .spark import spark_session
+    from .verify import verify as check
+
+    manifest = obj.manifest(target)
+    names = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name in ("mv", "fact")]
+    verdicts = check(spark_session(manifest.project.target(target)), manifest, names)
+    for verdict in verdicts:
+        click.echo(verdict.format())
+    if any(not v.ok and not v.skipped for v in verdicts):
+        sys.exit(EXIT_RUN_FAILED)
+
+
+@cli.command()
+@click.argument("model")
+@_target
+@click.pass_obj
+def explain(obj: _Context, model, target) -> None:
+    """Print what mvflow derived for an MV: key, hidden columns, key queries per input, refresh SQL."""
+    from .errors import CompileError, Problem
+    from .mv import explain as describe, mv_plan
+
+    manifest = obj.manifest(target)
+    if model not in manifest.models or manifest.models[model].kind.name != "mv":
+        raise CompileError(Problem(f"'{model}' is not an mv model", hint="mvflow ls -o kind lists the models", code="not-an-mv"))
+    click.echo(describe(mv_plan(manifest.models[model], manifest)), nl=False)
 
 
 @cli.command(name="lineage")

@@ -121,6 +121,9 @@ def compile_project(project: Project, target: str | None = None) -> Manifest:
     problems.raise_if_any()
     manifest = Manifest(project, project.target(target).name, database, sources, models, graph, warnings)
     _infer_columns(manifest)
+    from .mv import check_mvs  # mv.py reads the Manifest: imported here to avoid an import cycle
+
+    manifest.warnings += check_mvs(manifest)
     return manifest
 
 
