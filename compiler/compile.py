@@ -408,11 +408,13 @@ def _load_model_docs(project: Project) -> dict[str, LineDict]:
         if data is None:
             continue
         if not isinstance(data, LineDict) or not isinstance(data.get("models"), list):
-            problems.append(Problem("a model docs file must hold 'models:', a list", display, 1, code="yaml"))
+            problems.append(Problem("a model docs file must hold 'models:', a list", display, 1, code="yaml",
+                                    hint="start the file with 'models:' and list models under it as '- name: ...'"))
             continue
         for entry in data["models"]:
             if not isinstance(entry, LineDict) or "name" not in entry:
-                problems.append(Problem("each entry of 'models:' needs a name", display, getattr(entry, "line", 1), code="yaml"))
+                problems.append(Problem("each entry of 'models:' needs a name", display, getattr(entry, "line", data.line_of("models")),
+                                        hint="write '- name: <model>' with description/columns under it", code="yaml"))
                 continue
             problems += check_keys(entry, _DOC_MODEL_KEYS, display, f"model '{entry['name']}' docs")
             for column in entry.get("columns") or []:

@@ -187,30 +187,33 @@ def load_project(root: Path | str) -> Project:
         )
     raw = load_yaml(path, PROJECT_FILE)
     if not isinstance(raw, LineDict):
-        raise ProjectError(Problem("project.yml must be a mapping", PROJECT_FILE, 1, code="yaml"))
+        raise ProjectError(Problem("project.yml must be a mapping", PROJECT_FILE, 1, code="yaml",
+                                   hint="start with 'name: <project name>'"))
     data = _render_values(raw, PROJECT_FILE, raw.line)
     problems = check_keys(data, _PROJECT_KEYS, PROJECT_FILE, "project.yml", required={"name"})
-    paths = data.get("paths") or LineDict()
-    if isinstance(paths, LineDict):
-        problems += check_keys(paths, _PATH_KEYS, PROJECT_FILE, "paths")
+    for key in ("name", "version", "default_target"):
+        _scalar(data, key, problems)
+    paths = _section(data, "paths", problems)
+    problems += check_keys(paths, _PATH_KEYS, PROJECT_FILE, "paths")
+    _scalar(paths, "target", problems)
+    path_lists = {key: _path_list(paths, key, problems) for key in ("models", "macros", "lineage")}
+    variables = _section(data, "vars", problems)
+    model_defaults = data.get("models") if isinstance(data.get("models"), LineDict) else LineDict()
+    if data.get("models") is not None and not isinstance(data.get("models"), LineDict):
+        problems.append(_not_a_mapping("'models:'", data, "models", "e.g. models: {+materialized: view, staging: {+schema: staging}}"))
     targets, default_target = _load_targets(root, data, problems)
     if problems:
         raise ProjectError(problems)
-
-    def path_list(key: str) -> tuple[str, ...]:
-        value = paths.get(key, key)
-        return tuple(value) if isinstance(value, list) else (str(value),)
-
     return Project(
         root=root,
         name=str(data["name"]),
         version=str(data.get("version", "0")),
-        model_paths=path_list("models"),
-        macro_paths=path_list("macros"),
-        lineage_paths=path_list("lineage"),
+        model_paths=path_lists["models"],
+        macro_paths=path_lists["macros"],
+        lineage_paths=path_lists["lineage"],
         target_path=str(paths.get("target", "target")),
-        vars=dict(data.get("vars") or {}),
-        model_defaults=data.get("models") or {},
+        vars=dict(variables),
+        model_defaults=model_defaults,
         targets=targets,
         default_target=default_target,
         targets_line=data.line_of("targets") if "targets" in data else 0,
@@ -218,25 +221,26 @@ def load_project(root: Path | str) -> Project:
 
 
 def _load_targets(root: Path, data: LineDict, problems: list[Problem]) -> tuple[dict[str, Target], str]:
-    state_tables = data.get("state") or LineDict()
-    if isinstance(state_tables, LineDict):
-        problems += check_keys(state_tables, _STATE_TABLE_KEYS, PROJECT_FILE, "state")
-    raw_targets = data.get("targets") or LineDict({"local": LineDict()})
+    state_tables = _section(data, "state", problems)
+    problems += check_keys(state_tables, _STATE_TABLE_KEYS, PROJECT_FILE, "state")
+    tables = {k: str(v) for k, v in state_tables.items() if k in _STATE_TABLE_KEYS and _scalar(state_tables, k, problems)}
+    raw_targets = _section(data, "targets", problems) if "targets" in data else LineDict({"local": LineDict()})
     targets = {}
     for name, raw in raw_targets.items():
-        raw = raw or LineDict()
-        if not isinstance(raw, LineDict):
-            problems.append(Problem(f"target '{name}' must be a mapping", PROJECT_FILE, raw_targets.line_of(name), code="yaml"))
-            continue
+        raw = _section(raw_targets, name, problems, f"target '{name}'")
         problems += check_keys(raw, _TARGET_KEYS, PROJECT_FILE, f"target '{name}'")
-        spark = raw.get("spark") or LineDict()
-        state = raw.get("state") or LineDict()
+        spark = _section(raw, "spark", problems, f"target '{name}' spark")
+        state = _section(raw, "state", problems, f"target '{name}' state")
+        conf = _section(spark, "conf", problems, f"target '{name}' spark conf")
         problems += check_keys(spark, _SPARK_KEYS, PROJECT_FILE, f"target '{name}' spark")
         problems += check_keys(state, _STATE_KEYS, PROJECT_FILE, f"target '{name}' state")
-        local_dir = root / ".mvflow" / name
-        conf = {**DEFAULT_SPARK_CONF, **{str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (spark.get("conf") or {}).items()}}
-        targets[name] = Target(
-            name=name,
+        for section in (spark, state, conf):
+            for key in section:
+                if key != "conf":
+                    _scalar(section, key, problems)
+        local_dir = root / ".mvflow" / str(name)
+        targets[str(name)] = Target(
+            name=str(name),
             spark=SparkSettings(
                 master=str(spark.get("master", "local[*]")),
                 app_name=str(spark.get("app_name", "mvflow")),
@@ -244,12 +248,12 @@ def _load_targets(root: Path, data: LineDict, problems: list[Problem]) -> tuple[
                 metastore_dir=_resolve(root, spark.get("metastore_dir"), local_dir / "metastore"),
                 database=str(spark.get("database", "default")),
                 log_level=str(spark.get("log_level", "ERROR")),
-                conf=conf,
+                conf={**DEFAULT_SPARK_CONF, **{str(k): _conf_value(v) for k, v in conf.items()}},
             ),
             state=StateSettings(
                 type=str(state.get("type", "sqlite")),
                 path=_resolve(root, state.get("path"), local_dir / "state.sqlite"),
-                **{k: str(v) for k, v in state_tables.items()},
+                **tables,
             ),
         )
     default_target = str(data.get("default_target", next(iter(targets), "local")))
@@ -264,6 +268,51 @@ def _load_targets(root: Path, data: LineDict, problems: list[Problem]) -> tuple[
             )
         )
     return targets, default_target
+
+
+def _conf_value(value: Any) -> str:
+    """Spark conf values are strings; YAML booleans become Spark's ``true``/``false``."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _section(parent: LineDict, key: str, problems: list[Problem], what: str | None = None) -> LineDict:
+    """``parent[key]`` when it is a mapping; empty when absent (or null); else a problem."""
+    value = parent.get(key)
+    if isinstance(value, LineDict):
+        return value
+    if value is not None:
+        problems.append(_not_a_mapping(what or f"'{key}'", parent, key))
+    empty = LineDict()
+    empty.line = parent.line_of(key) if key in parent else parent.line
+    return empty
+
+
+def _not_a_mapping(what: str, parent: LineDict, key: str, hint: str | None = None) -> Problem:
+    found = type(parent[key]).__name__.replace("str", "text").replace("list", "a list")
+    return Problem(f"{what} must be a mapping (key: value lines), found {found}", PROJECT_FILE, parent.line_of(key),
+                   hint=hint or "indent its entries under it as 'key: value'", code="bad-value")
+
+
+def _scalar(parent: LineDict, key: str, problems: list[Problem]) -> bool:
+    """True if ``parent[key]`` is absent or a single value (text, number, true/false)."""
+    value = parent.get(key)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return True
+    problems.append(Problem(f"'{key}' must be a single value, not a {'list' if isinstance(value, list) else 'mapping'}",
+                            PROJECT_FILE, parent.line_of(key), hint=f"write '{key}: <value>'", code="bad-value"))
+    return False
+
+
+def _path_list(paths: LineDict, key: str, problems: list[Problem]) -> tuple[str, ...]:
+    """``paths.<key>``: one folder or a list of folders (default: the key itself)."""
+    value = paths.get(key, key)
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    problems.append(Problem(f"paths.{key} must be a folder or a list of folders", PROJECT_FILE, paths.line_of(key),
+                            hint=f"e.g. '{key}: {key}' or '{key}: [{key}, more_{key}]'", code="bad-value"))
+    return (key,)
 
 
 def _resolve(root: Path, value: Any, default: Path) -> Path:

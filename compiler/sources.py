@@ -115,11 +115,12 @@ def load_sources(project: Project) -> dict[str, Source]:
         if data is None:
             continue
         if not isinstance(data, LineDict) or not isinstance(data.get("sources"), list):
-            problems.append(Problem("a lineage file must hold 'sources:', a list of tables", display, 1, code="yaml"))
+            problems.append(Problem("a lineage file must hold 'sources:', a list of tables", display, 1, code="yaml",
+                                    hint="start the file with 'sources:' and list tables under it as '- name: ...'"))
             continue
         problems += check_keys(data, _FILE_KEYS, display, "lineage file")
         for raw in data["sources"]:
-            source = _source(raw, display, problems)
+            source = _source(raw, display, data.line_of("sources"), problems)
             if source is None:
                 continue
             if source.id in sources:
@@ -152,15 +153,19 @@ def _names(value: Any) -> tuple[str, ...] | None:
     return None
 
 
-def _source(raw: Any, display: str, problems: list[Problem]) -> Source | None:
+def _source(raw: Any, display: str, list_line: int, problems: list[Problem]) -> Source | None:
     if not isinstance(raw, LineDict):
-        problems.append(Problem("each source must be a mapping with name, database, primary_key", display, code="yaml"))
+        problems.append(Problem(f"each source must be a mapping, found {raw!r}", display, list_line, code="yaml",
+                                hint="write '- name: ...' with database, primary_key and a change mode under it"))
         return None
     before = len(problems)
     problems += check_keys(raw, _SOURCE_KEYS, display, "source", required={"name", "database"})
     what = f"source {raw.get('database')}.{raw.get('name')}"
     key = _names(raw.get("primary_key"))
-    if not key:
+    if "primary_key" in raw and not key:
+        problems.append(Problem(f"{what}: primary_key must be column names, found {raw.get('primary_key')!r}", display,
+                                raw.line_of("primary_key"), hint="write 'primary_key: [col, ...]'", code="bad-value"))
+    elif not key:
         problems.append(
             Problem(f"{what} has no primary_key", display, raw.line,
                     hint="add 'primary_key: [col, ...]': mvflow maps every change to keys", code="missing-key")
@@ -177,12 +182,14 @@ def _source(raw: Any, display: str, problems: list[Problem]) -> Source | None:
         )
     position = _names(raw.get("position")) if raw.get("position") else ()
     if position is None:
-        problems.append(Problem(f"{what}: position must be a list of column names", display, raw.line_of("position"), code="bad-value"))
+        problems.append(Problem(f"{what}: position must be a list of column names", display, raw.line_of("position"),
+                                hint="e.g. 'position: [updated_at, change_id]'", code="bad-value"))
     changes = None
     if raw.get("changes"):
         feed = raw["changes"]
         if not isinstance(feed, LineDict):
-            problems.append(Problem(f"{what}: changes must be a mapping with table and position", display, raw.line_of("changes"), code="bad-value"))
+            problems.append(Problem(f"{what}: changes must be a mapping with table and position", display, raw.line_of("changes"),
+                                    hint="e.g. 'changes: {table: db.t_changes, position: [changed_at]}'", code="bad-value"))
         else:
             problems += check_keys(feed, _CHANGES_KEYS, display, f"{what} changes", required={"table", "position"})
             feed_position = _names(feed.get("position"))
@@ -194,8 +201,9 @@ def _source(raw: Any, display: str, problems: list[Problem]) -> Source | None:
                                 hint="write a duration like 30s, 10m, 2h or 1d", code="bad-value"))
     depends_on = _names(raw.get("depends_on") or [])
     if depends_on is None:
-        problems.append(Problem(f"{what}: depends_on must be a list of names", display, raw.line_of("depends_on"), code="bad-value"))
-    columns = _columns(raw.get("columns") or [], display, what, problems)
+        problems.append(Problem(f"{what}: depends_on must be a list of names", display, raw.line_of("depends_on"),
+                                hint="e.g. 'depends_on: [stage.offers]'", code="bad-value"))
+    columns = _columns(raw.get("columns") or [], display, raw.line_of("columns"), what, problems)
     if len(problems) > before:
         return None
     return Source(
@@ -216,14 +224,16 @@ def _source(raw: Any, display: str, problems: list[Problem]) -> Source | None:
     )
 
 
-def _columns(raw: Any, display: str, what: str, problems: list[Problem]) -> tuple[Column, ...]:
+def _columns(raw: Any, display: str, line: int, what: str, problems: list[Problem]) -> tuple[Column, ...]:
+    hint = "write each column as '- {name: col, type: bigint, description: ...}'"
     if not isinstance(raw, list):
-        problems.append(Problem(f"{what}: columns must be a list", display, code="bad-value"))
+        problems.append(Problem(f"{what}: columns must be a list", display, line, hint=hint, code="bad-value"))
         return ()
     columns = []
     for item in raw:
         if not isinstance(item, LineDict) or "name" not in item:
-            problems.append(Problem(f"{what}: each column needs a name", display, getattr(item, "line", None), code="bad-value"))
+            problems.append(Problem(f"{what}: each column needs a name, found {item!r}", display,
+                                    getattr(item, "line", line), hint=hint, code="bad-value"))
             continue
         problems += check_keys(item, _COLUMN_KEYS, display, f"{what} column")
         columns.append(Column(str(item["name"]), item.get("type"), str(item.get("description", "")).strip()))

@@ -13,8 +13,10 @@ from .errors import Problem, ProjectError, snippet
 class LineDict(dict):
     """A dict that knows its own line and the line of each of its keys (1-based)."""
 
-    line: int = 0
-    key_lines: dict[str, int]
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.line = 0
+        self.key_lines: dict[str, int] = {}
 
     def line_of(self, key: str) -> int:
         return self.key_lines.get(key, self.line)
