@@ -246,7 +246,11 @@ def _check_model_defaults(project: Project, problems: ProblemList) -> list[Probl
 def _model(project: Project, display: str, name: str, first, doc: LineDict | None, database: str) -> Model | None:
     """The model, or None when it is disabled; an invalid kind or option is a CompileError at its line."""
     config, origin = _model_config(project, display, first, doc)
-    if not config.get("enabled", True):
+    if not isinstance(config.get("enabled", True), bool):
+        path, line = origin["enabled"]
+        raise CompileError(Problem(f"enabled must be true or false, got {config['enabled']!r}", path, line,
+                                   hint="write enabled=false (no quotes)", code="bad-config"))
+    if config.get("enabled", True) is False:
         return None
     try:
         kind = create_kind(config)
@@ -416,12 +420,33 @@ def _load_model_docs(project: Project) -> dict[str, LineDict]:
                 problems.append(Problem("each entry of 'models:' needs a name", display, getattr(entry, "line", data.line_of("models")),
                                         hint="write '- name: <model>' with description/columns under it", code="yaml"))
                 continue
-            problems += check_keys(entry, _DOC_MODEL_KEYS, display, f"model '{entry['name']}' docs")
-            for column in entry.get("columns") or []:
-                if isinstance(column, LineDict):
-                    problems += check_keys(column, _DOC_COLUMN_KEYS, display, "column docs", required={"name"})
+            name = str(entry["name"])
+            problems += check_keys(entry, _DOC_MODEL_KEYS, display, f"model '{name}' docs")
+            problems += _doc_shape_problems(entry, display)
+            if name in docs:
+                problems.append(Problem(f"model '{name}' is documented twice (also {docs[name].path}:{docs[name].line})",
+                                        display, entry.line, hint="keep one entry", code="duplicate-docs"))
+                continue
             entry.path = display  # type: ignore[attr-defined]
-            docs[str(entry["name"])] = entry
+            docs[name] = entry
     if problems:
         raise CompileError(problems)
     return docs
+
+
+def _doc_shape_problems(entry: LineDict, display: str) -> list[Problem]:
+    """``config`` must be a mapping, ``columns`` a list of mappings with a name."""
+    problems = []
+    config = entry.get("config")
+    if config is not None and not isinstance(config, LineDict):
+        problems.append(Problem(f"model '{entry['name']}' docs: config must be a mapping", display, entry.line_of("config"),
+                                hint="e.g. 'config: {materialized: table}'", code="bad-value"))
+        entry["config"] = None
+    columns = entry.get("columns")
+    if columns is not None and not (isinstance(columns, list) and all(isinstance(c, LineDict) and "name" in c for c in columns)):
+        problems.append(Problem(f"model '{entry['name']}' docs: columns must be a list of '- name: ...' entries",
+                                display, entry.line_of("columns"), hint="e.g. '- {name: id, description: ...}'", code="bad-value"))
+        entry["columns"] = None
+    for column in entry.get("columns") or []:
+        problems += check_keys(column, _DOC_COLUMN_KEYS, display, "column docs", required={"name"})
+    return problems

@@ -93,7 +93,9 @@ class Renderer:
         self._current.sources.append(Call(f"{database}.{name}", line))
         return self._resolve_source(database, name, line) if self._resolve_source else f"{database}.{name}"
 
-    def _config(self, **kwargs: Any) -> str:
+    def _config(self, *args: Any, **kwargs: Any) -> str:
+        if args:
+            raise _RenderFailure("config() takes only named options", "write {{ config(materialized='table') }}", "bad-config")
         assert self._current is not None
         line = _template_line(self._model)
         for key, value in kwargs.items():
@@ -184,6 +186,16 @@ class _This:
         return self._renderer._this
 
     __html__ = __str__
+
+    @property
+    def schema(self) -> str:
+        return str(self).partition(".")[0]
+
+    @property
+    def name(self) -> str:
+        return str(self).partition(".")[2]
+
+    identifier = name
 
 
 def _env_var(name: str, default: str | None = None) -> str:

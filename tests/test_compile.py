@@ -328,6 +328,11 @@ def test_var_default_and_this(make_project):
     assert compiled(project).models["a"].ast.sql() == "SELECT 's.a' AS me, 5 AS lim, 'fallback' AS d"
 
 
+def test_this_has_schema_and_name(make_project):
+    project = make_project({"models/a.sql": "{{ config(schema='s', alias='tbl') }}\nselect '{{ this.schema }}' as s, '{{ this.name }}' as n"})
+    assert compiled(project).models["a"].ast.sql() == "SELECT 's' AS s, 'tbl' AS n"
+
+
 def test_macros_calling_macros_across_files(make_project):
     project = make_project({
         "macros/inner.sql": "{% macro cents(x) %}ROUND({{ x }} * 100){% endmacro %}",

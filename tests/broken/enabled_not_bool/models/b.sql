@@ -1,0 +1,2 @@
+{{ config('table') }}
+select 1 as x
