@@ -205,8 +205,9 @@ class _Stepper:
         group = f"mvflow:{plan.topic}:{step}:{uuid.uuid4().hex[:8]}"
         self.spark.sparkContext.setJobGroup(group, f"mvflow fact step {plan.topic}", interruptOnCancel=False)
         try:
-            for statement in plan.create:
-                self.sql(statement, params)
+            if not self.spark.catalog.tableExists(plan.relation):
+                for statement in plan.create:
+                    self.sql(statement, params)
             for hook in plan.before:
                 self.sql(hook, params)
             checkpoint("writing")
@@ -325,22 +326,23 @@ def _show(position) -> str:
 
 # -- mvflow status -----------------------------------------------------------------------------
 def status_lines(offsets: list[Offset], now: datetime, topics: set[str] | None = None) -> list[str]:
-    """One line per topic: last/next, natural-time lag, rows of the last step, holder, state.
+    """One aligned line per topic: last/next, natural-time lag, rows of the last step, holder, state.
 
     >>> from compiler.state import Offset
     >>> o = Offset("orders", last=("2026-01-01 11:00:00", 5), next=("2026-01-01 11:00:00", 5), rows=3,
     ...            state="waiting for stage.payments, 12 min behind")
-    >>> print(status_lines([o], datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc))[1])
-    orders  2026-01-01 11:00:00, 5  -  60 min  3  -  waiting for stage.payments, 12 min behind
+    >>> print("\\n".join(status_lines([o], datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc))))
+    topic   last                    next (in flight)  lag     rows  holder  state
+    orders  2026-01-01 11:00:00, 5  -                 60 min  3     -       waiting for stage.payments, 12 min behind
     """
-    header = ["topic", "last", "next (in flight)", "lag", "rows", "holder", "state"]
-    rows = []
+    table = [["topic", "last", "next (in flight)", "lag", "rows", "holder", "state"]]
     for o in offsets:
         if topics is not None and o.topic.split(":")[0] not in topics:
             continue
         when = _time_of(o.last)
         lag = _duration((_naive(now) - when).total_seconds()) if when else "-"
         holder = f"{o.hostid} (until {o.lease_expires:%H:%M:%S})" if o.held_at(now) else "-"
-        rows.append([o.topic, _show(o.last) if o.last else "-", _show(o.next) if o.in_flight else "-", lag,
-                     str(o.rows), holder, o.state or "-"])
-    return ["  ".join(header)] + ["  ".join(r) for r in rows]
+        table.append([o.topic, _show(o.last) if o.last else "-", _show(o.next) if o.in_flight else "-", lag,
+                      str(o.rows), holder, o.state or "-"])
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
+    return ["  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[-1]]) for row in table]

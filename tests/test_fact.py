@@ -260,3 +260,18 @@ def test_full_refresh_rebuilds_and_a_table_without_offsets_is_refused(env):
     result = env.run()
     assert result.status == "error" and "--full-refresh" in result.message
     assert env.fact_rows() == before
+
+
+def test_compile_writes_step_and_bounds_files_deterministically(make_project):
+    root = make_project({"lineage/src.yml": LINEAGE.format(src="s"), "models/ev.sql": FACT.format(src="s", extra="")})
+    runner = CliRunner()
+    first = runner.invoke(cli, ["--project-dir", str(root), "compile"])
+    assert first.exit_code == 0, first.output
+    step, bounds = (root / "target/run/ev/step.sql"), (root / "target/run/ev/bounds.sql")
+    texts = step.read_text(), bounds.read_text()
+    assert ":next_id" in texts[0] and f"PARTITION ({STEP_COLUMN} = :step)" in texts[0]
+    assert "LIMIT 3" in texts[1] and ":upto" in texts[1]
+    assert runner.invoke(cli, ["--project-dir", str(root), "compile"]).exit_code == 0
+    assert (step.read_text(), bounds.read_text()) == texts
+    manifest = (root / "target/manifest.json").read_text()
+    assert '"run_path": "run/ev/"' in manifest
