@@ -78,7 +78,8 @@ def _describe(description: str) -> str:
 
 def _token_error(exc: TokenError, sql: str, path: str) -> CompileError:
     """An unterminated quote or comment: sqlglot's cause names the offset where it starts."""
-    match = re.search(r"Missing (\S+) from \d+:(\d+)", str(exc.__cause__ or ""))
+    # the tokenizer's own error is the cause (pure Python) or only the context (sqlglotc)
+    match = re.search(r"Missing (\S+) from \d+:(\d+)", str(exc.__cause__ or exc.__context__ or ""))
     opened, offset = (match.group(1), int(match.group(2))) if match else ("/*", sql.rfind("/*"))
     if not match and (offset < 0 or "*/" in sql[offset:]):
         opened, offset = "", -1
