@@ -62,12 +62,6 @@ class FactPlan:
     before: tuple[str, ...] = ()
     after: tuple[str, ...] = ()
 
-    @property
-    def time_column(self) -> str | None:
-        """The position column holding natural time (gated by delay and depends_on)."""
-        first = self.types[0]
-        return self.position[0] if first is None or first.lower().startswith(_TIME_TYPES) else None
-
     def markers(self, prefix: str) -> list[str]:
         return [f"{prefix}_{c}" for c in self.position]
 
@@ -88,8 +82,7 @@ def fact(manifest: Manifest, model: Model) -> FactPlan:
     mapped = [exp.column(columns[c], alias) for c in source.position]
     step = model.ast.copy()
     _leftmost(step).where(_in_range(mapped, source.position, types), copy=False)
-    config_line = model.config_lines.get("depends_on", 1)
-    depends = _dependencies(manifest, model, (*kind.depends_on, *source.depends_on), config_line)
+    depends = _dependencies(manifest, model, (*kind.depends_on, *source.depends_on))
     return FactPlan(
         topic=model.name,
         relation=model.relation,
@@ -338,7 +331,7 @@ def _create(model: Model) -> str:
 
 
 # -- dependencies ----------------------------------------------------------------------------
-def _dependencies(manifest: Manifest, model: Model, names, line: int) -> tuple[Dependency, ...]:
+def _dependencies(manifest: Manifest, model: Model, names) -> tuple[Dependency, ...]:
     found: dict[str, Dependency] = {}
     for name in names:
         for dep in _resolve(manifest, model, name, via="", seen=()):

@@ -76,7 +76,6 @@ class FactKind(_Kind):
 
     name: ClassVar[str] = "fact"
     breaking: ClassVar[tuple[str, ...]] = ("source", "partition_by")
-    implemented: ClassVar[bool] = False
     source: str | None = None
     maxstep: int = 1_000_000
     delay_seconds: int = 0

@@ -93,7 +93,7 @@ def waiting_reason(gate_: Gate, first_pending: datetime | None, delay_seconds: i
 
     >>> g = Gate(datetime(2026, 1, 1, 11, 48), "stage.payments")
     >>> waiting_reason(g, datetime(2026, 1, 1, 12, 0), 0)
-    'waiting for stage.payments, 12 min behind'
+    'waiting for stage.payments, 12 min behind (caught up to 2026-01-01 11:48:00)'
     >>> waiting_reason(Gate(datetime(2026, 1, 1, 11, 59), "delay"), datetime(2026, 1, 1, 11, 59, 30), 60)
     'waiting for the delay of 60s: the oldest new row is 30s younger than now - delay'
     """
@@ -102,7 +102,7 @@ def waiting_reason(gate_: Gate, first_pending: datetime | None, delay_seconds: i
     behind = _duration((first_pending - gate_.upto).total_seconds())
     if gate_.limit == "delay":
         return f"waiting for the delay of {delay_seconds}s: the oldest new row is {behind} younger than now - delay"
-    return f"waiting for {gate_.limit}, {behind} behind"
+    return f"waiting for {gate_.limit}, {behind} behind (caught up to {gate_.upto:%Y-%m-%d %H:%M:%S})"
 
 
 def _duration(seconds: float) -> str:
@@ -206,8 +206,10 @@ class _Stepper:
         self.spark.sparkContext.setJobGroup(group, f"mvflow fact step {plan.topic}", interruptOnCancel=False)
         try:
             if not self.spark.catalog.tableExists(plan.relation):
-                for statement in plan.create:
-                    self.sql(statement, params)
+                schema, table = plan.create
+                if not self.spark.catalog.databaseExists(plan.relation.split(".")[0]):
+                    self.sql(schema, params)  # only when missing: Hive logs an ERROR for an existing one
+                self.sql(table, params)
             for hook in plan.before:
                 self.sql(hook, params)
             checkpoint("writing")

@@ -204,7 +204,7 @@ def test_depends_on_a_source_holds_steps_back(spark, make_project):
     spark.sql(f"INSERT INTO {env.src}.payments VALUES (1, TIMESTAMP'{_ts(2)}')")
     assert env.run().rows == 3  # events strictly before T0 + 2 min
     result = env.run()
-    assert result.rows == 0 and f"waiting for {env.src}.payments, 0s behind" in result.message
+    assert result.rows == 0 and f"waiting for {env.src}.payments, 0s behind (caught up to {_ts(2)})" in result.message
     spark.sql(f"INSERT INTO {env.src}.payments VALUES (2, TIMESTAMP'{_ts(60)}')")
     assert env.run().rows == 5 and env.fact_rows() == env.oracle()
 
@@ -275,3 +275,15 @@ def test_compile_writes_step_and_bounds_files_deterministically(make_project):
     assert (step.read_text(), bounds.read_text()) == texts
     manifest = (root / "target/manifest.json").read_text()
     assert '"run_path": "run/ev/"' in manifest
+
+
+def test_before_and_after_hooks_run_with_each_step(spark, make_project):
+    hooks = (", before=\"INSERT INTO {src}.audit SELECT 'before', :next_id\""
+             ", after=\"INSERT INTO {src}.audit SELECT 'after', :next_id\"")
+    env = Env(spark, make_project, extra=hooks)
+    spark.sql(f"CREATE TABLE {env.src}.audit (hook STRING, next_id BIGINT) USING parquet")
+    env.add_events(1, 5)
+    assert env.run().rows == 5
+    audit = sorted(tuple(r) for r in spark.table(f"{env.src}.audit").collect())
+    assert audit == [("after", 3), ("after", 5), ("before", 3), ("before", 5)]
+
