@@ -851,12 +851,14 @@ def _position_upto(columns: tuple[str, ...], alias: str, prefix: str, index: int
 
 
 def change_query(plan: MvPlan, input_id: str) -> exp.Query:
-    """Keys of ``input_id`` changed in ``(:last_*, :next_*]`` (positions) or between snapshots ``:last``/``:next``."""
+    """Keys of ``input_id`` changed in ``(:last_*, :next_*]`` (positions; ``:from_start`` when the input
+    was empty at the last commit) or between snapshots ``:last``/``:next``."""
     info = plan.inputs[input_id]
     keys = [exp.column(k, "t") for k in info.key]
     if info.mode in ("position", "changes", "mv"):
         table = info.relation if info.mode == "position" else info.feed
-        where = exp.and_(_position_after(info.position, "t", "last"), _position_upto(info.position, "t", "next"))
+        after = exp.or_(exp.Placeholder(this="from_start"), _position_after(info.position, "t", "last"))
+        where = exp.and_(after, _position_upto(info.position, "t", "next"))
         return exp.select(*keys).distinct().from_(_table(table, "t")).where(where)
     snapshot = plan.table_name(f"snap_{info.slug}")
     used = list(info.used_columns)

@@ -166,7 +166,7 @@ class _Refresh:
         self.store.set_next(self.leases[self.plan.topic()], (batch,), self.now())
         reason = self._rebuild_reason(full_refresh, offset, state)
         ranges = self._plan_ranges(batch, fresh=reason is not None)
-        if reason is None and any(not last and nxt for last, nxt in ranges.values()):
+        if reason is None and any(last is None and nxt for last, nxt in ranges.values()):
             reason = "a new input"
             ranges = self._plan_ranges(batch, fresh=True)
         self._spark_sql(f"CREATE DATABASE IF NOT EXISTS {self.plan.relation.split('.')[0]}")
@@ -220,9 +220,9 @@ class _Refresh:
             return {"last": int(last[0]), "next": int(nxt[0])}
         table = info.relation if info.mode == "position" else info.feed
         types = {f.name.lower(): f.dataType.typeName() for f in self.spark.table(table).schema.fields}
-        args = {}
+        args: dict[str, Any] = {"from_start": not last}
         for i, column in enumerate(info.position):
-            args[f"last_{i}"] = _decode(last[i], types.get(column.lower(), ""))
+            args[f"last_{i}"] = _decode(last[i], types.get(column.lower(), "")) if last else None
             args[f"next_{i}"] = _decode(nxt[i], types.get(column.lower(), ""))
         return args
 

@@ -77,7 +77,7 @@ def test_rows_leave_and_reenter_where(world):
     world.put("offers", id=4, status="active")          # enters through WHERE on the main source
     world.refresh()
     world.check()
-    assert {r.id for r in world.table()} == {2, 4, 5}
+    assert {r.id for r in world.table()} == {2, 5}  # offer 4 entered, but its shop 200 left
     world.put("offers", id=1, status="active")
     world.put("shops", id=200, rating=4)
     world.put("shops", id=100, deleted=True)            # a soft-deleted shop fails its ON condition
@@ -92,7 +92,7 @@ def test_dictionaries_by_key_and_by_literal_several_at_once(world):
     world.put("regions", id=2, name="Sud")              # a second dictionary in the same batch
     world.put("settings", name="currency", value="USD")  # joined only by a literal: every row
     outcome = world.refresh()
-    assert outcome.changed["t.categories".replace("t.", f"{world.db}.")] == 2
+    assert outcome.changed[f"{world.db}.categories"] == 3  # 7 updated, 9 inserted, 8 deleted
     world.check()
     world.delete("settings", "currency")
     world.put("settings", name="other", value="changed")  # a row the literal does not select
@@ -141,25 +141,52 @@ def test_crash_after_write_before_commit_is_redone(world):
     world.check()
 
 
-def test_full_refresh_and_compaction(world):
+def test_full_refresh_rebuilds(world):
     world.put("offers", id=1, title="x")
     outcome = world.refresh(full_refresh=True)
-    assert outcome.mode == "build"
+    assert outcome.mode == "build" and outcome.batch == 2
     world.check()
     world.put("offers", id=2, title="y")
-    world.refresh()
-    from compiler.refresh import MvState, _Refresh
-    from compiler.mv import derive, mv_plan
-
-    model = world.manifest.models["wide"]
-    plan = mv_plan(model, world.manifest)
-    run = _Refresh(world.spark, plan, derive(plan), world.store, "t", __import__("datetime").datetime.now, None,
-                   lambda _: None, model.kind)
-    run.leases["wide"] = world.store.acquire("wide", "t", 60, __import__("datetime").datetime.now(__import__("datetime").timezone.utc))
-    state = MvState.parse(world.store.get("wide").state)
-    run.compact(state)
-    world.store.release(run.leases["wide"])
-    world.check()
-    world.put("offers", id=3, title="z")
     assert world.refresh().mode == "refresh"
     world.check()
+
+
+def test_compaction_swaps_slots_and_keeps_rows(spark, tmp_path):
+    from mv_world import WIDE
+
+    w = World(spark, tmp_path, {"wide": WIDE.replace("compact_threshold=100", "compact_threshold=0")})
+    seed(w)
+    w.refresh()
+    w.put("offers", id=1, title="x")
+    w.delete("warehouses", 20)
+    outcome = w.refresh()
+    assert outcome.compacted
+    w.check()
+    w.put("offers", id=2, title="y")
+    assert w.refresh().compacted
+    w.check()
+
+
+STACKED = """
+{{{{ config(materialized='mv', schema='{db}', fanout_threshold=100, compact_threshold=100) }}}}
+SELECT o.id, o.status, w.shop, w.region
+FROM {{{{ source('{db}', 'offers') }}}} AS o
+LEFT JOIN {{{{ ref('wide') }}}} AS w ON w.id = o.id
+"""
+
+
+def test_stacked_mv_reads_the_keys_its_upstream_refreshed(spark, tmp_path):
+    from mv_world import WIDE
+
+    w = World(spark, tmp_path, {"wide": WIDE, "stacked": STACKED})
+    seed(w)
+    w.refresh("wide")
+    assert w.refresh("stacked").mode == "build"
+    w.check("stacked")
+    w.put("shops", id=100, name="Renamed")              # reaches `stacked` only through `wide`
+    w.put("regions", id=2, name="Sud")
+    w.refresh("wide")
+    outcome = w.refresh("stacked")
+    assert outcome.mode == "refresh" and outcome.changed["wide"] > 0
+    w.check("stacked")
+    assert {r.shop for r in w.table("stacked") if r.id in (1, 2)} == {"Renamed"}
