@@ -197,6 +197,28 @@ def default_holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
+def holder_is_gone(holder: str) -> bool:
+    """Whether a ``host:pid:…`` holder is a process of this host that no longer runs.
+
+    A runner killed with -9 cannot release its lease; on the same host its lease is taken over
+    at once instead of after the lease expires. Holders on other hosts wait for expiry.
+
+    >>> holder_is_gone(default_holder()), holder_is_gone("runner-a")
+    (False, False)
+    """
+    host, _, rest = holder.partition(":")
+    pid = rest.split(":", 1)[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 def encode_position(position: Position | None) -> str | None:
     """Positions are stored as JSON arrays.
 
@@ -290,7 +312,7 @@ class SqliteStateStore(StateStore):
                 current = Offset(topic)
             else:
                 current = _offset(row)
-            if current.held_at(now) and current.hostid != holder:
+            if current.held_at(now) and current.hostid != holder and not holder_is_gone(current.hostid):
                 raise LeaseHeld(topic, current.hostid, current.lease_expires)
             lease = Lease(topic, holder, current.fence + 1, now + timedelta(seconds=ttl_seconds))
             db.execute(f"UPDATE {self.offsets_table} SET hostid = ?, lease_expires = ?, fence = ? WHERE topic = ?",

@@ -6,6 +6,8 @@ Add a backend by adding its name to BACKENDS and a branch to ``open_backend``.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 import time
@@ -108,6 +110,23 @@ def test_expired_lease_is_taken_over_and_the_old_holder_is_fenced(store):
     assert store.get("orders").hostid == "b"
     store.commit(new, POS1, 5, "ok", at(63))
     assert store.get("orders").last == POS1
+
+
+def test_lease_of_a_dead_process_on_this_host_is_taken_over_at_once(store):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    holder = f"{socket.gethostname()}:{dead.stdout.strip()}:abc123"
+    old = store.acquire("orders", holder, 600, at(0))
+    new = store.acquire("orders", "b", 60, at(1))
+    assert new.token == old.token + 1
+    with pytest.raises(FencingError):
+        store.commit(old, POS1, 1, "", at(2))
+
+
+def test_lease_of_a_live_process_on_this_host_is_respected(store):
+    holder = f"{socket.gethostname()}:{os.getpid()}:abc123"
+    store.acquire("orders", holder, 600, at(0))
+    with pytest.raises(LeaseHeld):
+        store.acquire("orders", "b", 60, at(1))
 
 
 def test_reacquire_by_same_holder_fences_the_older_lease(store):
