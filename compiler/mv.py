@@ -214,7 +214,7 @@ def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
         kind = other.kind.name
         mode = kind if kind in ("table", "mv") else None
         key = tuple(getattr(other.kind, "unique_key", ()) or ())
-        if kind == "mv" and not key:
+        if kind == "mv" and not key and other.name in model.depends_on_models:  # upstream only: the DAG ends the recursion
             key = _mv_key_of(other, manifest)
         why = "" if mode else f"model '{other.name}' is a {kind}: mvflow cannot see which of its rows change"
         columns = tuple(other.columns) if other.columns else None
