@@ -62,18 +62,18 @@ def _write_fact(folder: Path, manifest: Manifest, model: Model) -> list[Path]:
 
 def _write_mv(folder: Path, manifest: Manifest, model: Model) -> list[Path]:
     """``run/<model>/<name>.sql``: every query and statement derived for an MV (see compiler/mv.py)."""
-    from .mv import derive, mv_plan
-
-    derived = derive(mv_plan(model, manifest))
     header = f"-- mvflow: {model.name} (mv), derived from {model.path}\n"
     return [_write(folder / f"{name.replace(':', '__')}.sql", f"{header}{sql.rstrip()};\n")
-            for name, sql in derived.queries.items()]
+            for name, sql in (_mv_derived(model, manifest) or {}).items()]
 
 
 def _mv_derived(model: Model, manifest: Manifest) -> dict[str, str] | None:
+    """An MV's derived SQL by name, derived once for its run files and manifest.json."""
     from .mv import derive, mv_plan
 
-    return derive(mv_plan(model, manifest)).queries if model.kind.name == "mv" else None
+    if model.kind.name != "mv":
+        return None
+    return manifest.derived("mv_queries", model, lambda: derive(mv_plan(model, manifest)).queries)
 
 
 def _write(path: Path, text: str) -> Path:

@@ -12,7 +12,7 @@ import difflib
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import networkx as nx
 from sqlglot import exp
@@ -29,6 +29,7 @@ from .yamlfile import LineDict, check_keys, load_yaml
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DOC_MODEL_KEYS = {"name", "description", "tags", "config", "columns"}
 _DOC_COLUMN_KEYS = {"name", "description", "type", "tags", "tests"}
+T = TypeVar("T")
 
 
 @dataclass
@@ -80,6 +81,17 @@ class Manifest:
     models: dict[str, Model]
     graph: nx.DiGraph
     warnings: list[Problem] = field(default_factory=list)
+    _derived: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def derived(self, what: str, model: Model, compute: Callable[[], T]) -> T:
+        """``compute()`` once per model (and AST) for values derived from the compiled manifest, e.g.
+        an MV's plan: compile checks, ``target/`` files and ``manifest.json`` all read it. Nothing
+        mutates a manifest after compile; a model given a new AST is derived again."""
+        key = (what, model.name)
+        hit = self._derived.get(key)
+        if hit is None or hit[0] is not model.ast:
+            hit = self._derived[key] = (model.ast, compute())
+        return hit[1]
 
     def order(self) -> list[str]:
         return model_order(self.graph)

@@ -82,6 +82,7 @@ class Lineage:
     models: dict[str, ModelLineage]
     _up: dict[ColumnRef, tuple[Edge, ...]] = field(default_factory=dict, repr=False)
     _down: dict[ColumnRef, tuple[Edge, ...]] | None = field(default=None, repr=False)
+    _entries: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)  # model_dict, once per model
 
     def parents(self, ref: ColumnRef) -> tuple[Edge, ...]:
         """Direct parents of a column (empty for sources and unknown columns)."""
@@ -114,16 +115,19 @@ class Lineage:
         return tuple(e for e in self.upstream(ref) if not e.ref.node.startswith("model."))
 
     def model_dict(self, name: str) -> dict[str, Any] | None:
-        """One model's entry: direct edges, types, uses, unknowns and the source columns reached."""
+        """One model's entry: direct edges, types, uses, unknowns and the source columns reached.
+        Built once per model (lineage.json and manifest.json both hold it): do not modify it."""
         model = self.models.get(name)
         if model is None:
             return None
-        entry = model.to_dict()
-        entry["sources"] = {
-            column: [e.to_dict() for e in self.source_columns(ColumnRef(model_id(name), column))]
-            for column in model.columns
-        }
-        return entry
+        if name not in self._entries:
+            entry = model.to_dict()
+            entry["sources"] = {
+                column: [e.to_dict() for e in self.source_columns(ColumnRef(model_id(name), column))]
+                for column in model.columns
+            }
+            self._entries[name] = entry
+        return self._entries[name]
 
     def to_dict(self) -> dict[str, Any]:
         """``target/lineage.json``: every model's entry (see ``model_dict``)."""

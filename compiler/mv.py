@@ -170,8 +170,9 @@ def mv_plan(model: "Model", manifest: "Manifest") -> MvPlan:
     >>> plan.key, plan.hidden
     (('id',), ('_mvflow_k_c_id',))
     """
-    return _Analyzer(model.name, model.relation, model.path, _line_offset(model), model.ast,
-                     _catalog(manifest, model), tuple(getattr(model.kind, "unique_key", ()) or ())).plan()
+    return manifest.derived("mv_plan", model, lambda: _Analyzer(
+        model.name, model.relation, model.path, _line_offset(model), model.ast, _catalog(manifest, model),
+        tuple(getattr(model.kind, "unique_key", ()) or ())).plan())
 
 
 def plan_from_sql(sql: str, inputs: dict[str, tuple[str, tuple[str, ...]]], unique_key: tuple[str, ...] = (),
