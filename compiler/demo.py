@@ -19,6 +19,7 @@ stamps its rows inside the minute starting at 2026-01-01 00:00 + (b - 1) minutes
 from __future__ import annotations
 
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -56,6 +57,7 @@ HISTORY_US = 30 * 86_400 * _US  # initial rows are spread over the 30 days befor
 BATCH_US = 60 * _US  # each change batch advances the clock one minute
 _DICTIONARY_MIN_ROWS = 10  # a dictionary never shrinks below this, to stay usable
 _BROADCAST_MAX_ROWS = 1_000_000
+_WRITE_THREADS = 4
 
 _ADJECTIVES = ("Red", "Blue", "Green", "Quiet", "Rapid", "Bright", "Solid", "Smart", "Tiny", "Grand", "Classic", "Modern")
 _NOUNS = ("Kettle", "Lamp", "Chair", "Phone", "Backpack", "Bicycle", "Teapot", "Jacket", "Monitor", "Blender", "Guitar",
@@ -111,22 +113,21 @@ def init(spark: "SparkSession", scale: float = 1.0, seed: int = 1) -> dict[str, 
     regions = _Choices.dense(spark, n["regions"])
     categories = _Choices.dense(spark, n["categories"])
     warehouses = _Choices.dense(spark, n["warehouses"])
-    change_id = 1
-    _create(spark, "regions", _region_rows(dice, _ids(spark, "region_id", 1, n["regions"])))
-    _create(spark, "categories", _category_rows(dice, _ids(spark, "category_id", 1, n["categories"])))
-    _create(spark, "warehouses", _warehouse_rows(dice, _ids(spark, "warehouse_id", 1, n["warehouses"]), regions))
     shops = _shop_rows(dice, _ids(spark, "shop_id", 1, n["shops"]), warehouses, deleted_percent=2)
-    _create(spark, "shops", _history(shops, "shop_id", change_id, n["shops"]))
-    change_id += n["shops"]
     offers = _offer_rows(dice, _ids(spark, "offer_id", 1, n["offers"]), n["shops"], categories, deleted_percent=2)
-    _create(spark, "offers", _history(offers, "offer_id", change_id, n["offers"]))
-    change_id += n["offers"]
-    _create(spark, "prices", _price_rows(dice, _ids(spark, "offer_id", 1, n["offers"])))
-    orders = _order_rows(dice, _ids(spark, "order_id", 1, n["orders"]), _uniform_offer(dice, n["offers"]),
-                         start_us=BASE_US - HISTORY_US, step_us=_step(HISTORY_US, n["orders"]), first_id=1)
-    _create(spark, "orders", orders)
-    for table in FEEDS.values():
-        _create(spark, table, spark.createDataFrame([], _feed_schema(table)))
+    change_id = 1 + n["shops"] + n["offers"]
+    tables = {
+        "regions": _region_rows(dice, _ids(spark, "region_id", 1, n["regions"])),
+        "categories": _category_rows(dice, _ids(spark, "category_id", 1, n["categories"])),
+        "warehouses": _warehouse_rows(dice, _ids(spark, "warehouse_id", 1, n["warehouses"]), regions),
+        "shops": _history(shops, "shop_id", 1, n["shops"]),
+        "offers": _history(offers, "offer_id", 1 + n["shops"], n["offers"]),
+        "prices": _price_rows(dice, _ids(spark, "offer_id", 1, n["offers"])),
+        "orders": _order_rows(dice, _ids(spark, "order_id", 1, n["orders"]), _uniform_offer(dice, n["offers"]),
+                              start_us=BASE_US - HISTORY_US, step_us=_step(HISTORY_US, n["orders"]), first_id=1),
+        **{feed: spark.createDataFrame([], _feed_schema(feed)) for feed in FEEDS.values()},
+    }
+    _in_parallel([lambda t=t, rows=rows: _create(spark, t, rows) for t, rows in tables.items()])
     _write_state(spark, {"seed": seed, "batch": 0, "clock_us": BASE_US, "change_id": change_id,
                          **{table: n[table] + 1 for table in ("regions", "categories", "warehouses", "shops", "offers",
                                                               "orders")}})
@@ -149,9 +150,16 @@ def change(spark: "SparkSession", fraction: float = 0.01, seed: int = 2) -> dict
     span = max(BATCH_US, *(delta.size for delta in deltas))
     _write_state(spark, {**batch.next_ids, "seed": state["seed"], "batch": state["batch"] + 1,
                          "clock_us": clock + span, "change_id": change_id})
-    for delta in deltas:
-        delta.apply(spark)
+    _in_parallel([lambda delta=delta: delta.apply(spark) for delta in deltas])
     return {delta.table: delta.summary() for delta in deltas}
+
+
+def _in_parallel(tasks: list[Callable[[], None]]) -> None:
+    """Run independent table writes concurrently: it overlaps Spark's per-job latency (planning,
+    metastore calls), which dominates for small tables."""
+    with ThreadPoolExecutor(max_workers=_WRITE_THREADS) as pool:
+        for done in [pool.submit(task) for task in tasks]:
+            done.result()
 
 
 # --- random values as Spark columns -------------------------------------------------------------
