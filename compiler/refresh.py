@@ -198,8 +198,8 @@ class _Refresh:
                 nxt = (batch,)
             elif offset.in_flight and not fresh:
                 nxt = offset.next
-            else:
-                nxt = self._current_position(input_id) or offset.last
+            else:  # an empty input: a build reads it from the start later, a refresh keeps its last
+                nxt = self._current_position(input_id) or (() if fresh else offset.last)
             self.store.set_next(self.leases[topic], nxt if nxt is not None else (), self.now())
             ranges[input_id] = (None if fresh else offset.last, nxt)
         return ranges
