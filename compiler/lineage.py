@@ -83,6 +83,7 @@ class Lineage:
     _up: dict[ColumnRef, tuple[Edge, ...]] = field(default_factory=dict, repr=False)
     _down: dict[ColumnRef, tuple[Edge, ...]] | None = field(default=None, repr=False)
     _entries: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)  # model_dict, once per model
+    _leaves: dict[ColumnRef, tuple[Edge, ...]] = field(default_factory=dict, repr=False)
 
     def parents(self, ref: ColumnRef) -> tuple[Edge, ...]:
         """Direct parents of a column (empty for sources and unknown columns)."""
@@ -111,8 +112,13 @@ class Lineage:
         return _walk(ref, self.children)
 
     def source_columns(self, ref: ColumnRef) -> tuple[Edge, ...]:
-        """The leaves of ``upstream``: source (and undeclared table) columns only."""
-        return tuple(e for e in self.upstream(ref) if not e.ref.node.startswith("model."))
+        """The leaves of ``upstream``: source (and undeclared table) columns only.
+
+        Composed from the parents' leaves (memoized) rather than by filtering ``upstream``: the
+        same edges, without carrying every intermediate model column through deep DAGs."""
+        if ref not in self._leaves:
+            self._leaves[ref] = _compose(self.parents(ref), self.source_columns, _is_leaf)
+        return self._leaves[ref]
 
     def model_dict(self, name: str) -> dict[str, Any] | None:
         """One model's entry: direct edges, types, uses, unknowns and the source columns reached.
@@ -134,10 +140,16 @@ class Lineage:
         return {"lineage_version": LINEAGE_VERSION, "models": {name: self.model_dict(name) for name in self.models}}
 
 
-def _compose(parents: Iterable[Edge], upstream) -> tuple[Edge, ...]:
+def _is_leaf(ref: ColumnRef) -> bool:
+    return not ref.node.startswith("model.")
+
+
+def _compose(parents: Iterable[Edge], upstream, keep=lambda ref: True) -> tuple[Edge, ...]:
+    """``parents`` and, through each, what ``upstream`` gives for it; only the refs ``keep`` accepts."""
     best: dict[ColumnRef, str] = {}
     for edge in parents:
-        for found in (edge, *(Edge(e.ref, _worse(edge.transform, e.transform)) for e in upstream(edge.ref))):
+        own = (edge,) if keep(edge.ref) else ()
+        for found in (*own, *(Edge(e.ref, _worse(edge.transform, e.transform)) for e in upstream(edge.ref))):
             known = best.get(found.ref)
             # Through several paths, report the most direct one.
             if known is None or _RANK[found.transform] < _RANK[known]:
