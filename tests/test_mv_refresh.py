@@ -190,3 +190,13 @@ def test_stacked_mv_reads_the_keys_its_upstream_refreshed(spark, tmp_path):
     assert outcome.mode == "refresh" and outcome.changed["wide"] > 0
     w.check("stacked")
     assert {r.shop for r in w.table("stacked") if r.id in (1, 2)} == {"Renamed"}
+
+
+def test_full_build_reads_a_feed_that_was_empty_from_the_start(world):
+    world.rows["prices_changes"].clear()                 # the source and its feed are re-created...
+    world.dirty.add("prices_changes")
+    world.clock = 0                                      # ...and their positions start again
+    assert world.refresh(full_refresh=True).mode == "build"
+    world.put("prices", offer_id=1, kind="retail", price=Decimal("7.77"))
+    assert world.refresh().changed[f"{world.db}.prices"] == 1
+    world.check()
