@@ -26,6 +26,7 @@ class _Context:
     def __init__(self, project_dir: str, debug: bool):
         self.project_dir = Path(project_dir)
         self.debug = debug
+        self.cache = None  # the compile cache, saved only when the command succeeds
 
     def project(self):
         from .project import load_project
@@ -33,9 +34,12 @@ class _Context:
         return load_project(self.project_dir)
 
     def manifest(self, target: str | None):
+        from .cache import CompileCache
         from .compile import compile_project
 
-        manifest = compile_project(self.project(), target)
+        project = self.project()
+        self.cache = CompileCache.for_project(project.root)
+        manifest = compile_project(project, target, self.cache)
         for warning in manifest.warnings:
             click.echo(f"warning: {warning.format()}", err=True)
         return manifest
@@ -49,6 +53,14 @@ class _Context:
 def cli(ctx: click.Context, project_dir: str, debug: bool) -> None:
     """mvflow: compile and run declarative SQL projects on Apache Spark."""
     ctx.obj = _Context(project_dir, debug)
+
+
+@cli.result_callback()
+@click.pass_obj
+def _succeeded(obj: _Context, *_, **__) -> None:
+    """After a command succeeded: keep compile results for the next one (.mvflow/cache/, see cache.py)."""
+    if obj.cache is not None:
+        obj.cache.save()
 
 
 @cli.command()

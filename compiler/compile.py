@@ -17,6 +17,7 @@ from typing import Any, Callable, TypeVar
 import networkx as nx
 from sqlglot import exp
 
+from .cache import CompileCache, cache_key, read_tables, schema_index
 from .errors import CompileError, MvflowError, Problem, ProblemList
 from .graph import build_graph, model_id, model_order, source_id
 from .kinds import Kind, KindError, create_kind
@@ -49,17 +50,42 @@ class Model:
     refs: list[Call] = field(default_factory=list)
     source_calls: list[Call] = field(default_factory=list)
     sql: str = ""
-    ast: exp.Query | None = None
     columns: list[str] | None = None
     undeclared_tables: list[str] = field(default_factory=list)
-    _printed: tuple[exp.Query, str] | None = field(default=None, init=False, repr=False, compare=False)
+    tables_read: list[tuple[str, int]] = field(default_factory=list)  # parse.table_references of the SELECT
+    _ast: exp.Query | None = field(default=None, init=False, repr=False, compare=False)
+    _parse_later: bool = field(default=False, init=False, repr=False, compare=False)
+    _printed: tuple[exp.Query | None, str] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def ast(self) -> exp.Query | None:
+        """The parsed SELECT. A model whose rendered SQL an earlier compile parsed (see cache.py)
+        is parsed only when something asks for its tree."""
+        if self._ast is None and self._parse_later:
+            self._ast = parse_select(self.sql, self.path)
+            if self._printed is not None and self._printed[0] is None:
+                self._printed = (self._ast, self._printed[1])
+        return self._ast
+
+    @ast.setter
+    def ast(self, value: exp.Query | None) -> None:
+        self._ast, self._parse_later = value, False
+
+    @property
+    def parsed(self) -> bool:
+        """Whether the SQL parsed (without parsing it now)."""
+        return self._ast is not None or self._parse_later
+
+    def parsed_before(self, printed: str) -> None:
+        """The rendered SQL parsed in an earlier compile and printed as ``printed``: parse lazily."""
+        self._ast, self._parse_later, self._printed = None, True, (None, printed)
 
     @property
     def select_sql(self) -> str:
         """The compiled SELECT as written to target/ and run, printed once per AST (printing
         copies the whole tree: it was most of compile's time). Nothing mutates ``ast`` after
         compile; derived queries work on copies."""
-        if self._printed is None or self._printed[0] is not self.ast:
+        if self._printed is None or self._printed[0] is not self._ast:
             self._printed = (self.ast, pretty(self.ast))
         return self._printed[1]
 
@@ -81,6 +107,7 @@ class Manifest:
     models: dict[str, Model]
     graph: nx.DiGraph
     warnings: list[Problem] = field(default_factory=list)
+    cache: CompileCache | None = field(default=None, repr=False, compare=False)
     _derived: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def derived(self, what: str, model: Model, compute: Callable[[], T]) -> T:
@@ -100,6 +127,16 @@ class Manifest:
         """The table/view name a ref or source resolves to."""
         return self.models[name].relation if name in self.models else name
 
+    def table_index(self) -> dict[str, list[tuple[str, str]]]:
+        """Names a query may read a source or model by → its (db, table) in ``schema()`` (cache keys)."""
+        tables: dict[str, dict[str, None]] = {}
+        for source in self.sources.values():
+            tables.setdefault(source.database, {})[source.name] = None
+        for model in self.models.values():
+            db, _, table = model.relation.partition(".")
+            tables.setdefault(db, {})[table] = None
+        return schema_index(tables)
+
     def schema(self) -> dict[str, dict[str, dict[str, str]]]:
         """sqlglot schema (db → table → column → type) of everything whose columns are known."""
         schema: dict[str, dict[str, dict[str, str]]] = {}
@@ -113,25 +150,27 @@ class Manifest:
         return schema
 
 
-def compile_project(project: Project, target: str | None = None) -> Manifest:
+def compile_project(project: Project, target: str | None = None, cache: CompileCache | None = None) -> Manifest:
     """Compile every model of ``project`` for ``target`` (database defaults come from it).
 
     Problems are collected across all files and raised together, so one run shows them all.
+    With a ``cache`` (see cache.py), results of earlier compiles are reused where their inputs
+    are unchanged; the manifest is the same either way.
     """
     database = project.target(target).spark.database
     problems = ProblemList()
     sources = _attempt(problems, load_sources, project)
     docs = _attempt(problems, _load_model_docs, project) or {}
-    renderer = _attempt(problems, Renderer, project)
+    renderer = _attempt(problems, Renderer, project, cache.jinja() if cache is not None else None)
     if renderer is None:
         problems.raise_if_any()
     models, templates, unusable = _collect_models(project, renderer, docs, database, problems)
     warnings = _check_model_defaults(project, problems)
     graph = _graph(models, sources, unusable, problems)
     _render_final(models, templates, renderer, sources or {}, problems)
-    warnings += _parse_models(models, sources or {}, problems)
+    warnings += _parse_models(models, sources or {}, problems, cache)
     problems.raise_if_any()
-    manifest = Manifest(project, project.target(target).name, database, sources, models, graph, warnings)
+    manifest = Manifest(project, project.target(target).name, database, sources, models, graph, warnings, cache)
     _infer_columns(manifest)
     from .mv import check_mvs  # mv.py reads the Manifest: imported here to avoid an import cycle
 
@@ -360,22 +399,32 @@ def _render_final(models: dict[str, Model], templates, renderer: Renderer, sourc
         model.sql = rendered.sql.rstrip() + "\n"
 
 
-def _parse_models(models: dict[str, Model], sources: dict[str, Source], problems: ProblemList) -> list[Problem]:
+def _parse_models(models: dict[str, Model], sources: dict[str, Source], problems: ProblemList,
+                  cache: CompileCache | None = None) -> list[Problem]:
     """Parse every rendered model; returns warnings for tables read but not declared."""
     warnings = []
     declared = {m.relation for m in models.values()} | set(sources)
     for model in models.values():
         if not model.sql:
             continue
-        try:
-            model.ast = parse_select(model.sql, model.path)
-        except CompileError as exc:
-            problems.extend(exc)
-            continue
-        for text, line in unnamed_columns(model.ast):
+        key = cache_key("parse", model.sql)
+        found = cache.get(key) if cache is not None else None
+        if found is not None:
+            printed, unnamed, model.tables_read = found
+            model.parsed_before(printed)
+        else:
+            try:
+                model.ast = parse_select(model.sql, model.path)
+            except CompileError as exc:
+                problems.extend(exc)
+                continue
+            unnamed, model.tables_read = unnamed_columns(model.ast), table_references(model.ast)
+            if cache is not None:
+                cache.put(key, (model.select_sql, unnamed, model.tables_read))
+        for text, line in unnamed:
             warnings.append(Problem(f"output column '{text}' has no name: Spark names it after the expression text",
                                     model.path, line, hint=f"add an alias: {text} AS <name>", code="unnamed-column"))
-        for table, line in table_references(model.ast):
+        for table, line in model.tables_read:
             if table not in declared:
                 model.undeclared_tables.append(table)
                 warnings.append(Problem(f"table {table} is read but not declared: mvflow does not know its changes or position in the DAG",
@@ -392,9 +441,10 @@ def _infer_columns(manifest: Manifest) -> None:
     """
     problems = ProblemList()
     schema = manifest.schema()
+    index = manifest.table_index()
     for name in manifest.order():
         model = manifest.models[name]
-        model.columns = output_columns(model.ast, schema)
+        model.columns = _output_columns(model, schema, index, manifest.cache)
         if model.columns:
             db, _, table = model.relation.partition(".")
             schema.setdefault(db, {})[table] = {c: "string" for c in model.columns}
@@ -402,6 +452,17 @@ def _infer_columns(manifest: Manifest) -> None:
                 problems.add(Problem(f"two output columns are named '{column}'", model.path, column_line(model.ast, column),
                                      hint="give one of them another alias (AS ...)", code="duplicate-column"))
     problems.raise_if_any()
+
+
+def _output_columns(model: Model, schema: dict, index: dict, cache: CompileCache | None) -> list[str] | None:
+    if cache is None:
+        return output_columns(model.ast, schema)
+    key = cache_key("columns", model.sql, read_tables((name for name, _ in model.tables_read), schema, index))
+    found = cache.get(key)
+    if found is None:
+        found = (output_columns(model.ast, schema),)
+        cache.put(key, found)
+    return found[0]
 
 
 def _duplicates(columns: list[str]) -> list[str]:

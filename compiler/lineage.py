@@ -23,6 +23,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, build_scope
 from sqlglot.schema import MappingSchema
 
+from .cache import cache_key, read_tables
 from .errors import Problem, SelectionError
 from .graph import model_id, node_name, source_id
 from .parse import DIALECT, table_name
@@ -176,20 +177,35 @@ def lineage(manifest: Manifest) -> Lineage:
     """Column lineage of every model of a compiled project (models in DAG order)."""
     nodes = {s.id.lower(): source_id(s.id) for s in manifest.sources.values()}
     nodes.update({m.relation: model_id(m.name) for m in manifest.models.values()})
-    schema = MappingSchema(manifest.schema(), dialect=DIALECT)
+    tables = manifest.schema()
+    schema = MappingSchema(tables, dialect=DIALECT)
     types: dict[ColumnRef, str | None] = {}
+    node_types: dict[str, dict[str, str | None]] = {}  # the same types by node (cache keys)
     known: dict[str, list[str]] = {}  # node → its declared/inferred column names
     for source in manifest.sources.values():
         known[source_id(source.id)] = [c.name for c in source.columns]
-        types.update({ColumnRef(source_id(source.id), c.name): _type_name(c.type) for c in source.columns})
+        node_types[source_id(source.id)] = {c.name: _type_name(c.type) for c in source.columns}
+        types.update({ColumnRef(source_id(source.id), c): t for c, t in node_types[source_id(source.id)].items()})
+    index = manifest.table_index() if manifest.cache is not None else {}
     models: dict[str, ModelLineage] = {}
     for name in manifest.order():
         model = manifest.models[name]
-        if model.ast is None:
+        if not model.parsed:
             continue
-        result = model_lineage(model.ast, schema, nodes, known, types, model.columns)
+        if manifest.cache is None:
+            result = model_lineage(model.ast, schema, nodes, known, types, model.columns)
+        else:
+            # everything the result depends on: the SQL, its output names, and what is known of what it reads
+            reads = [[name_, found, nodes.get(name_), known.get(nodes.get(name_, "")), node_types.get(nodes.get(name_, ""))]
+                     for name_, found in read_tables((t for t, _ in model.tables_read), tables, index)]
+            key = cache_key("lineage", model.sql, model.columns, reads)
+            result = manifest.cache.get(key)
+            if result is None:
+                result = model_lineage(model.ast, schema, nodes, known, types, model.columns)
+                manifest.cache.put(key, result)
         models[name] = result
         known[model_id(name)] = list(result.columns) if model.columns is not None else []
+        node_types[model_id(name)] = dict(result.types)
         types.update({ColumnRef(model_id(name), c): t for c, t in result.types.items()})
     return Lineage(dict(sorted(models.items())))
 

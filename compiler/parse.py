@@ -6,7 +6,7 @@ Everything here is pure: SQL text in, sqlglot ASTs and names out.
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import sqlglot
 from sqlglot import exp
@@ -147,8 +147,9 @@ def output_columns(query: exp.Query, schema: Mapping[str, Mapping[str, Mapping[s
     if not any(_is_star(p) for p in select.expressions):
         return [_column_name(p) for p in select.expressions]
     try:
+        read = read_schema((name for name, _ in table_references(query)), schema)
         qualified = qualify(
-            query.copy(), schema=_read_tables(query, schema) or None, dialect=DIALECT, validate_qualify_columns=False,
+            query.copy(), schema=read or None, dialect=DIALECT, validate_qualify_columns=False,
             identify=False, quote_identifiers=False,
         )
     except (OptimizeError, SqlglotError, KeyError, ValueError):
@@ -207,16 +208,21 @@ def _expression_name(expression: exp.Expression) -> str:
     return bare.sql(dialect=DIALECT)
 
 
-def _read_tables(query: exp.Query, schema: Mapping[str, Mapping[str, Mapping[str, str]]]) -> dict:
-    """The part of ``schema`` that ``query`` reads: sqlglot normalizes the whole schema it is
-    given on every call, which made ``*`` expansion O(models²) on large projects."""
-    wanted = {name for name, _ in table_references(query)}
-    tables: dict[str, dict] = {}
+def read_schema(tables: Iterable[str], schema: Mapping[str, Mapping[str, Mapping[str, str]]]) -> dict:
+    """The part of ``schema`` that a query reading ``tables`` (``table_references`` names) reads:
+    sqlglot normalizes the whole schema it is given on every call, which made ``*`` expansion
+    O(models²) on large projects.
+
+    >>> read_schema(["d.t"], {"d": {"t": {"x": "int"}, "u": {"y": "int"}}})
+    {'d': {'t': {'x': 'int'}}}
+    """
+    wanted = set(tables)
+    found: dict[str, dict] = {}
     for db, db_tables in schema.items():
         for table, columns in db_tables.items():
             if f"{db}.{table}".lower() in wanted or table.lower() in wanted:
-                tables.setdefault(db, {})[table] = columns
-    return tables
+                found.setdefault(db, {})[table] = columns
+    return found
 
 
 def _leftmost_select(query: exp.Query) -> exp.Select:

@@ -53,13 +53,14 @@ Resolver = Callable[[str, int], str]
 class Renderer:
     """Renders the models of one project. Not thread-safe: one render at a time."""
 
-    def __init__(self, project: Project):
+    def __init__(self, project: Project, bytecode_cache: jinja2.BytecodeCache | None = None):
         self.project = project
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(str(project.root)),
             undefined=jinja2.StrictUndefined,
             keep_trailing_newline=False,
             autoescape=False,
+            bytecode_cache=bytecode_cache,
         )
         self._current: Rendered | None = None
         self._resolve_ref: Resolver | None = None
