@@ -23,6 +23,7 @@ _STATE_TABLE_KEYS = {"offsets_table", "step_log_table", "catalog_table"}
 
 DEFAULT_SPARK_CONF = {
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
     "spark.sql.session.timeZone": "UTC",

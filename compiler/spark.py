@@ -24,6 +24,14 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{{HH:mm:ss}} %p %c{{1}}: %m%n
+# PySpark runs as a "shell": Spark then resets the root level to this logger's and says so.
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = {level}
+# The Hive metastore logs expected conditions ("database already exists") as errors with traces.
+logger.hms.name = org.apache.hadoop.hive.metastore.RetryingHMSHandler
+logger.hms.level = off
+logger.hiveobjectstore.name = org.apache.hadoop.hive.metastore.ObjectStore
+logger.hiveobjectstore.level = off
 """
 
 

@@ -7,6 +7,13 @@ scripts/setup.sh
 mvflow() { echo; echo "\$ mvflow $*"; .venv/bin/mvflow "$@"; }
 mvflow compile
 mvflow demo init --scale "${SCALE:-1}"
-mvflow run
-mvflow demo change --fraction 0.01 --seed 7
-mvflow run
+# New source tables: incremental models start from scratch.
+mvflow run --full-refresh --threads 2
+for batch in 1 2; do
+  mvflow demo change --fraction 0.01 --seed "$batch"
+  mvflow run --threads 2
+  mvflow verify
+done
+mvflow status
+mvflow docs generate
+echo; echo "Open target/docs/index.html in a browser, or run: .venv/bin/mvflow docs serve --port 8080"
