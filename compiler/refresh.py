@@ -122,6 +122,8 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
 def describe(outcome: Outcome) -> str:
     if outcome.mode == "build":
         return f"batch {outcome.batch}: full build ({outcome.reason}), {outcome.rows:,} rows"
+    if outcome.reason == "up to date":
+        return f"up to date (nothing changed since batch {outcome.batch})"
     changed = ", ".join(f"{k} {v:,}" for k, v in sorted(outcome.changed.items()) if v) or "no changes"
     extra = "; compacted" if outcome.compacted else ""
     return f"batch {outcome.batch}: {outcome.affected:,} keys refreshed (changed: {changed}){extra}"
@@ -162,9 +164,11 @@ class _Refresh:
     def _batch(self, full_refresh: bool) -> Outcome:
         offset = self.store.get(self.plan.topic()) or Offset(self.plan.topic())
         state = MvState.parse(offset.state)
+        reason = self._rebuild_reason(full_refresh, offset, state)
+        if reason is None and not offset.in_flight and self._up_to_date():
+            return Outcome(int(offset.last[0]), "noop", reason="up to date")
         batch = int(offset.next[0]) if offset.in_flight else int(offset.last[0]) + 1 if offset.last else 1
         self.store.set_next(self.leases[self.plan.topic()], (batch,), self.now())
-        reason = self._rebuild_reason(full_refresh, offset, state)
         ranges = self._plan_ranges(batch, fresh=reason is not None)
         if reason is None and any(last is None and nxt for last, nxt in ranges.values()):
             reason = "a new input"
@@ -186,6 +190,70 @@ class _Refresh:
         if state.swapping:
             return "redo of an interrupted build or compaction"
         return None
+
+    # -- the no-op fast path -------------------------------------------------------------
+    def _up_to_date(self) -> bool:
+        """Whether no input can have changed since the last commit, decided without opening a
+        batch: one small Spark query for all inputs (is any row past ``last``? has the
+        fingerprint of a dictionary's used columns moved?). A missing fingerprint or position
+        answers False, so the exact path runs: a false "up to date" would lose changes."""
+        from pyspark.sql import functions as F
+
+        frames = []
+        for input_id, info in self.plan.inputs.items():
+            offset = self.store.get(self.plan.topic(input_id))
+            if offset is None or offset.last is None or offset.in_flight:
+                return False
+            if info.mode == "mv":
+                upstream = self.store.get(info.id)
+                if upstream is not None and upstream.last and tuple(upstream.last) != tuple(offset.last):
+                    return False
+            elif diffed(info):
+                stored = _stored_fingerprint(offset.state)
+                if stored is None:
+                    return False
+                frames.append(_fingerprint_frame(self.spark.table(info.relation), info.used_columns, input_id, stored))
+            else:
+                table = info.relation if info.mode == "position" else info.feed
+                frame = self.spark.table(table)
+                if offset.last:
+                    frame = frame.where(self._after(frame, input_id, tuple(offset.last)))
+                frames.append(frame.limit(1).agg(F.count(F.lit(1)).alias("moved"))
+                              .select(F.lit(input_id).alias("input"), (F.col("moved") > 0).alias("moved")))
+        if not frames:
+            return True
+        union = frames[0]
+        for other in frames[1:]:
+            union = union.unionAll(other)
+        return not any(row["moved"] for row in union.collect())
+
+    def _after(self, frame: "DataFrame", input_id: str, last: tuple) -> Any:
+        """Rows whose position is past ``last`` (lexicographic over the position columns)."""
+        info = self.plan.inputs[input_id]
+        types = {f.name.lower(): f.dataType.typeName() for f in frame.schema.fields}
+        values = [_decode(v, types.get(c.lower(), "")) for c, v in zip(info.position, last)]
+        condition = None
+        for column, value in reversed(list(zip(info.position, values))):
+            later = frame[column] > value
+            condition = later if condition is None else later | ((frame[column] == value) & condition)
+        return condition
+
+    def _fingerprints(self, batch: int) -> dict[str, str]:
+        """Fingerprints of the snapshots this batch took (stored in each input topic's state at
+        the commit), computed from the snapshot itself so they describe exactly what was diffed."""
+        from pyspark.sql import functions as F
+
+        frames = []
+        for input_id, info in self.plan.inputs.items():
+            if diffed(info):
+                snapshot = self.spark.table(self.plan.table_name(f"snap_{info.slug}")).where(F.col(BATCH) == batch)
+                frames.append(_fingerprint_frame(snapshot, info.used_columns, input_id, None))
+        if not frames:
+            return {}
+        union = frames[0]
+        for other in frames[1:]:
+            union = union.unionAll(other)
+        return {row["input"]: json.dumps({"fingerprint": row["fingerprint"]}) for row in union.collect()}
 
     # -- positions -----------------------------------------------------------------------
     def _plan_ranges(self, batch: int, fresh: bool) -> dict[str, tuple[Any, Any]]:
@@ -350,11 +418,12 @@ class _Refresh:
 
     # -- commit --------------------------------------------------------------------------
     def _commit(self, batch: int, ranges: dict, state: MvState, affected: int, changed: dict[str, int]) -> None:
+        fingerprints = self._fingerprints(batch)
         now = self.now()
         commits = [Commit(self.leases[self.plan.topic()], (batch,), affected, state.dump(), now)]
         for input_id, (_, nxt) in ranges.items():
             commits.append(Commit(self.leases[self.plan.topic(input_id)], nxt if nxt is not None else (),
-                                  changed.get(input_id, 0), "", now))
+                                  changed.get(input_id, 0), fingerprints.get(input_id, ""), now))
         self.store.commit_many(commits)
         self.store.log_step(StepLogRow(self.plan.topic(), now, affected, last=(batch - 1,), next=(batch,),
                                        consumer=self.holder))
@@ -398,6 +467,31 @@ class _Refresh:
         for frame in self.frames:
             frame.unpersist()
         self.frames.clear()
+
+
+def _fingerprint_frame(frame: "DataFrame", columns: tuple[str, ...], input_id: str, stored: str | None) -> "DataFrame":
+    """One row ``(input, fingerprint)`` — row count and two independent hash sums of the used
+    columns (each paired with its null flag, so a null cannot shift into a neighbour) — plus
+    ``moved`` (differs from ``stored``) when a stored fingerprint is given."""
+    from pyspark.sql import functions as F
+
+    args = [x for c in columns for x in (F.col(c), F.isnull(F.col(c)))]
+    wide = "decimal(38,0)"
+    text = F.concat_ws(":", F.count(F.lit(1)).cast("string"),
+                       F.coalesce(F.sum(F.xxhash64(*args).cast(wide)).cast("string"), F.lit("")),
+                       F.coalesce(F.sum(F.hash(*args).cast(wide)).cast("string"), F.lit("")))
+    result = frame.agg(text.alias("fingerprint")).select(F.lit(input_id).alias("input"), "fingerprint")
+    if stored is None:
+        return result
+    return result.select("input", (F.col("fingerprint") != F.lit(stored)).alias("moved"))
+
+
+def _stored_fingerprint(state: str) -> str | None:
+    try:
+        value = json.loads(state).get("fingerprint") if state else None
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def _encode(value: Any) -> Any:

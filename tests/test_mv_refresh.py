@@ -200,3 +200,24 @@ def test_full_build_reads_a_feed_that_was_empty_from_the_start(world):
     world.put("prices", offer_id=1, kind="retail", price=Decimal("7.77"))
     assert world.refresh().changed[f"{world.db}.prices"] == 1
     world.check()
+
+
+def test_up_to_date_opens_no_batch_and_changes_are_still_seen(world):
+    offset = world.store.get("wide")
+    outcome = world.refresh()
+    assert (outcome.mode, outcome.reason, outcome.batch) == ("noop", "up to date", offset.last[0])
+    assert world.store.get("wide").last == offset.last           # no batch was opened
+    world.put("categories", id=7, note="unused")                 # a column the MV does not read
+    assert world.refresh().reason == "up to date"
+    world.put("categories", id=7, name="Renamed")                # a used column of a dictionary
+    outcome = world.refresh()
+    assert outcome.mode == "refresh" and {k.split(".")[-1]: v for k, v in outcome.changed.items()}["categories"] == 1
+    world.check()
+    assert world.refresh().reason == "up to date"
+    world.put("warehouses", id=20, name="Moved")                 # a change feed row past last
+    assert world.refresh().mode == "refresh"
+    world.check()
+    world.put("shops", id=100, name="Renamed")                   # a position past last
+    assert world.refresh().mode == "refresh"
+    world.check()
+    assert world.refresh().reason == "up to date"
