@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from . import materialize
+from .background import Background
 from .compile import Manifest, Model
 from .graph import node_name
 from .lineage import Lineage, lineage
 
 MANIFEST_VERSION = 1
+FORK_FROM_MODELS = 200  # lineage runs in a forked child (a second core) for projects this large
 
 
 def model_stem(model: Model, manifest: Manifest) -> str:
@@ -36,21 +38,37 @@ def write_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -
     """Write compiled SQL and run scripts of the selected models (default all) and the manifest."""
     target = manifest.project.target_dir
     write = _Writer()
-    for name in selected if selected is not None else manifest.models:
-        model = manifest.models[name]
-        stem = model_stem(model, manifest)
-        write(target / "compiled" / f"{stem}.sql", compiled_sql(model))
-        items = materialize.statements(model)
-        if items is not None:
-            write(target / "run" / f"{stem}.sql", materialize.script(model, items))
-        if model.kind.name == "fact":
-            _write_fact(write, target / "run" / stem, manifest, model)
-        if model.kind.name == "mv":
-            _write_mv(write, target / "run" / stem, manifest, model)
-    traced = lineage(manifest)
-    write(target / "lineage.json", _json_text(traced.to_dict()))
-    write(target / "manifest.json", _json_text(manifest_dict(manifest, traced)))
+    with Background(lambda: _traced(manifest), fork=len(manifest.models) >= FORK_FROM_MODELS) as later:
+        for name in selected if selected is not None else manifest.models:
+            model = manifest.models[name]
+            stem = model_stem(model, manifest)
+            write(target / "compiled" / f"{stem}.sql", compiled_sql(model))
+            items = materialize.statements(model)
+            if items is not None:
+                write(target / "run" / f"{stem}.sql", materialize.script(model, items))
+            if model.kind.name == "fact":
+                _write_fact(write, target / "run" / stem, manifest, model)
+            if model.kind.name == "mv":
+                _write_mv(write, target / "run" / stem, manifest, model)
+        lineage_json, entries, changes = later.result()
+    if manifest.cache is not None and later.forked:
+        manifest.cache.apply_changes(changes)
+    write(target / "lineage.json", lineage_json)
+    entries = {name: _Json(text) for name, text in entries.items()}
+    write(target / "manifest.json", _json_text(manifest_dict(manifest, entries=entries)))
     return write.written
+
+
+def _traced(manifest: Manifest) -> tuple[str, dict[str, str], tuple[list[str], dict[str, Any]]]:
+    """Column lineage as JSON: lineage.json, each model's entry for manifest.json, and what it
+    did to the compile cache. This is the part of compile a child can do alone; text is what it
+    sends back because text unpickles far faster than the dicts."""
+    if manifest.cache is not None:
+        manifest.cache.take_changes()
+    traced = lineage(manifest)
+    entries = {name: _json_text(traced.model_dict(name))[:-1] for name in manifest.models}
+    changes = manifest.cache.take_changes() if manifest.cache is not None else ([], {})
+    return _json_text(traced.to_dict()), entries, changes
 
 
 def _write_fact(write: _Writer, folder: Path, manifest: Manifest, model: Model) -> None:
@@ -105,18 +123,35 @@ def _json_text(value: Any) -> str:
     >>> data = {"b": [1, 2.5, None, True], "a": {"x": "é\\n"}, "c": [], "d": {}}
     >>> _json_text(data) == json.dumps(data, indent=2, sort_keys=True) + "\\n"
     True
+    >>> inner = _Json(_json_text([1, {"c": 2}])[:-1])  # JSON text written elsewhere, re-indented here
+    >>> _json_text({"a": {"b": inner}}) == json.dumps({"a": {"b": [1, {"c": 2}]}}, indent=2, sort_keys=True) + "\\n"
+    True
     """
     chunks: list[str] = []
     try:
         _json_chunks(value, chunks.append, "\n")
     except TypeError:  # keys that are not strings, or values json itself rejects: let json decide
-        return json.dumps(value, indent=2, sort_keys=True) + "\n"
+        return json.dumps(_plain(value), indent=2, sort_keys=True) + "\n"
     chunks.append("\n")
     return "".join(chunks)
 
 
+def _plain(value: Any) -> Any:
+    if isinstance(value, _Json):
+        return json.loads(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return [_plain(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+
+class _Json(str):
+    """JSON text to embed as is (written at the top level: re-indented where it lands)."""
+
+
 def _json_chunks(value: Any, emit, newline: str) -> None:
-    if isinstance(value, str):
+    if isinstance(value, _Json):
+        emit(value.replace("\n", newline))  # JSON strings hold no raw newlines: only indentation changes
+    elif isinstance(value, str):
         emit(encode_basestring_ascii(value))
     elif value is None or value is True or value is False:
         emit("null" if value is None else "true" if value else "false")
@@ -149,15 +184,18 @@ def _json_chunks(value: Any, emit, newline: str) -> None:
         raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
-def manifest_dict(manifest: Manifest, traced: Lineage | None = None) -> dict[str, Any]:
+def manifest_dict(manifest: Manifest, traced: Lineage | None = None, entries: dict[str, Any] | None = None) -> dict[str, Any]:
+    """manifest.json; ``entries``: each model's lineage entry, if already known (as ``_Json`` text)."""
     graph = manifest.graph
-    traced = traced or lineage(manifest)
+    if entries is None:
+        traced = traced or lineage(manifest)
+        entries = {name: traced.model_dict(name) for name in manifest.models}
     return {
         "manifest_version": MANIFEST_VERSION,
         "project": {"name": manifest.project.name, "version": manifest.project.version},
         "target": manifest.target,
         "sources": {sid: s.to_dict() for sid, s in manifest.sources.items()},
-        "models": {name: {**_model_dict(m, manifest), "lineage": traced.model_dict(name)} for name, m in manifest.models.items()},
+        "models": {name: {**_model_dict(m, manifest), "lineage": entries[name]} for name, m in manifest.models.items()},
         "order": manifest.order(),
         "children": {node_name(n): sorted(node_name(c) for c in graph.successors(n)) for n in sorted(graph)},
         "warnings": [p.format() for p in manifest.warnings],

@@ -52,6 +52,8 @@ class CompileCache:
         self._run = 0
         self._entries: dict[str, tuple[int, Any]] = {}  # key → (run that last used it, value)
         self._changed = False
+        self._used: list[str] = []  # keys found, and entries put, since take_changes()
+        self._added: dict[str, Any] = {}
         self.hits = self.misses = 0
         if path is not None:
             self._load(path)
@@ -67,6 +69,7 @@ class CompileCache:
             self.misses += 1
             return None
         self.hits += 1
+        self._used.append(key)
         if found[0] != self._run:
             self._entries[key] = (self._run, found[1])
             self._changed = True
@@ -74,7 +77,22 @@ class CompileCache:
 
     def put(self, key: str, value: Any) -> None:
         self._entries[key] = (self._run, value)
+        self._added[key] = value
         self._changed = True
+
+    def take_changes(self) -> tuple[list[str], dict[str, Any]]:
+        """Keys found and entries put since the last call: what a forked child did (background.py)."""
+        changes = (self._used, self._added)
+        self._used, self._added = [], {}
+        return changes
+
+    def apply_changes(self, changes: tuple[list[str], dict[str, Any]]) -> None:
+        """Record a child's ``take_changes()`` here, as if this process had done it."""
+        used, added = changes
+        for key in used:
+            self.get(key)
+        for key, value in added.items():
+            self.put(key, value)
 
     def __len__(self) -> int:
         return len(self._entries)

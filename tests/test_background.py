@@ -1,0 +1,82 @@
+"""Background (compiler/background.py): a forked child computes what the parent would, errors
+surface in the parent, and compile output is the same with or without the child."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from compiler import artifacts
+from compiler.background import Background
+from compiler.cache import CompileCache
+from compiler.compile import compile_project
+from compiler.project import load_project
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.generate import generate, write_mvflow  # noqa: E402
+
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork") or threading.active_count() > 1,
+                                reason="forks only without other threads (e.g. after Spark started in this process)")
+
+
+@needs_fork
+def test_child_computes_the_result_the_parent_would():
+    data = {"n": list(range(1000))}
+    with Background(lambda: (os.getpid(), sum(data["n"]))) as later:
+        assert later.forked
+        pid, total = later.result()
+    assert pid != os.getpid() and total == 499500
+
+
+@needs_fork
+def test_a_failing_child_is_computed_again_in_the_parent_which_raises_the_error():
+    calls = []
+
+    def compute():
+        calls.append(os.getpid())
+        raise ValueError("broken model")
+
+    with Background(compute) as later, pytest.raises(ValueError, match="broken model"):
+        later.result()
+    assert calls == [os.getpid()] and not later.forked  # the child's own call is not in our list
+
+
+@needs_fork
+def test_a_result_never_asked_for_stops_the_child():
+    with Background(lambda: threading.Event().wait(60)) as later:
+        pid = later._pid
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # already reaped: no zombie, no child left running
+
+
+def test_without_fork_the_parent_computes():
+    later = Background(lambda: os.getpid(), fork=False)
+    assert not later.forked and later.result() == os.getpid()
+
+
+@needs_fork
+def test_compile_output_and_cache_are_the_same_with_lineage_in_a_child(tmp_path: Path, monkeypatch):
+    root = write_mvflow(generate(40), tmp_path / "gen")
+
+    def build(fork_from: int) -> dict[str, bytes]:
+        monkeypatch.setattr(artifacts, "FORK_FROM_MODELS", fork_from)
+        shutil.rmtree(root / "target", ignore_errors=True)
+        shutil.rmtree(root / ".mvflow", ignore_errors=True)
+        cache = CompileCache.for_project(root)
+        artifacts.write_artifacts(compile_project(load_project(root), cache=cache))
+        cache.save()
+        files = {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted((root / "target").rglob("*")) if p.is_file()}
+        monkeypatch.setattr(artifacts, "FORK_FROM_MODELS", 10**9)
+        again = CompileCache.for_project(root)  # lineage entries the child made were kept
+        artifacts.write_artifacts(compile_project(load_project(root), cache=again))
+        assert again.misses == 0 and again.hits > 0
+        return files
+
+    assert build(0) == build(10**9)
