@@ -1,8 +1,9 @@
 """P1 compile: ``mvflow compile`` of a generated project of N models against ``dbt parse`` and
 ``dbt compile`` of the equivalent dbt project (see generate.py), each a subprocess.
 
-*cold* runs start without earlier output (mvflow: no ``target/``; dbt: ``--no-partial-parse``);
-*warm* runs keep it (dbt's partial parse; mvflow's ``target/``, after one untimed run). dbt and
+*cold* runs start without earlier output (mvflow: no ``target/`` and no compile cache
+``.mvflow/cache/``; dbt: ``--no-partial-parse``); *warm* runs keep it (dbt's partial parse;
+mvflow's ``target/`` and compile cache, after one untimed run). dbt and
 mvflow runs alternate, so machine noise hits both.
 """
 
@@ -64,7 +65,7 @@ def run(options: Options, report: Report, echo=print) -> None:
         echo(f"P1: mvflow compile, {size:,} models ({options.runs} cold runs)")
         project, _ = projects(size, with_dbt=False)
         series = interleaved({"cold": (_mvflow_cmd(project), project, None)}, options.runs,
-                             before={"cold": _clean(project / "target")}, log_dir=logs / f"mvflow-{size}")
+                             before={"cold": _clean(project / "target", project / ".mvflow")}, log_dir=logs / f"mvflow-{size}")
         cold[size] = series["cold"]
         note = ""
         if size == 1000:
@@ -85,7 +86,7 @@ def _versus_dbt(options: Options, report: Report, logs: Path, echo) -> Series:
     cold = interleaved(
         {"mvflow": (_mvflow_cmd(project), project, None),
          "dbt parse": (_dbt_cmd(dbt, dbt_project, "parse", "--no-partial-parse"), dbt_project, DBT_ENV)},
-        options.runs, before={"mvflow": _clean(project / "target")}, log_dir=logs / f"cold-{size}")
+        options.runs, before={"mvflow": _clean(project / "target", project / ".mvflow")}, log_dir=logs / f"cold-{size}")
     run_command(_mvflow_cmd(project), project)  # prime target/ for the warm runs
     run_command(_dbt_cmd(dbt, dbt_project, "parse"), dbt_project, DBT_ENV)  # prime partial parse
     warm = interleaved(
