@@ -156,14 +156,16 @@ def status(obj: _Context, select, exclude, target) -> None:
 @_target
 @click.pass_obj
 def verify(obj: _Context, select, exclude, target) -> None:
-    """Compare each MV with a full recomputation of its SELECT (missing, extra, different rows)."""
+    """Compare each MV and fact with a full recomputation of its SELECT (missing, extra, different rows)."""
     from .select import select as choose
     from .spark import spark_session
+    from .state import open_state_store
     from .verify import verify as check
 
     manifest = obj.manifest(target)
     names = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name in ("mv", "fact")]
-    verdicts = check(spark_session(manifest.project.target(target)), manifest, names)
+    settings = manifest.project.target(target)
+    verdicts = check(spark_session(settings), manifest, names, open_state_store(settings.state))
     for verdict in verdicts:
         click.echo(verdict.format())
     if any(not v.ok and not v.skipped for v in verdicts):

@@ -201,7 +201,7 @@ class _Stepper:
             self.store.set_next(self.lease, next_, clock())
         checkpoint("next-written")
         step = step_id(next_)
-        params = {**_bind(plan.markers("last"), last), **_bind(plan.markers("next"), next_), "step": step}
+        params = {**bind_range(plan, last, next_), "step": step}
         group = f"mvflow:{plan.topic}:{step}:{uuid.uuid4().hex[:8]}"
         self.spark.sparkContext.setJobGroup(group, f"mvflow fact step {plan.topic}", interruptOnCancel=False)
         try:
@@ -293,6 +293,11 @@ def _mv_freshness(label: str, name: str, offsets: list[Offset]) -> Freshness:
 
 def _position(row: dict, prefix: str, position) -> tuple:
     return tuple(row[f"{prefix}_{c}"] for c in position)
+
+
+def bind_range(plan: FactPlan, last, next_) -> dict:
+    """Parameters of the step SELECT for ``(last, next]`` (``last`` None: from the start)."""
+    return {**_bind(plan.markers("last"), last), **_bind(plan.markers("next"), next_)}
 
 
 def _bind(markers: list[str], position) -> dict:

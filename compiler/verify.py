@@ -6,9 +6,12 @@ are *different*; keys stored twice are *duplicate*. It is the user-facing audit 
 oracle of the tests. The comparison runs in Spark; the driver sees counts and a few
 sample keys only.
 
-Kinds are verified by ``VERIFIERS`` (kind → function returning the expected SELECT and its
-key); a kind without one (``fact`` until its committed SELECT is exposed) is reported as
-not verifiable rather than silently passing.
+Kinds are verified by ``VERIFIERS`` (kind → function returning the expected SELECT, its
+parameters and key); a kind without one is reported as not verifiable rather than silently
+passing. A ``fact`` is compared with its SELECT over everything up to the committed position,
+keyed by its main source's primary key: missing, extra and duplicate rows are failures, while
+*different* values are reported but tolerated, because a fact keeps what its joined inputs
+said when the step ran.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from .compile import Manifest, Model
+    from .state import StateStore
 
 SAMPLES = 5
 _FOUND = "_mvflow_found"
@@ -44,34 +48,62 @@ class Verdict:
     duplicate: int = 0
     samples: dict[str, list[str]] = field(default_factory=dict)
     skipped: str = ""
+    tolerate_different: bool = False
 
     @property
     def ok(self) -> bool:
-        return not self.skipped and not (self.missing or self.extra or self.different or self.duplicate)
+        different = 0 if self.tolerate_different else self.different
+        return not self.skipped and not (self.missing or self.extra or different or self.duplicate)
 
     def format(self) -> str:
         if self.skipped:
             return f"SKIP  {self.name}: {self.skipped}"
         head = f"{'OK   ' if self.ok else 'FAIL '} {self.name} ({self.relation}): {self.actual:,} rows, expected {self.expected:,}"
-        if self.ok:
+        if self.ok and not self.different:
             return head
         lines = [head]
         for what in ("missing", "extra", "different", "duplicate"):
             count = getattr(self, what)
             if count:
                 lines.append(f"      {what}: {count:,} (keys {', '.join(self.samples.get(what, []))})")
+        if self.ok and self.different:
+            lines.append(f"      {self.different:,} rows differ from today's inputs (kept as seen when their step ran)")
         return "\n".join(lines)
 
 
-def _mv_expected(manifest: "Manifest", model: "Model") -> tuple[exp.Query, tuple[str, ...]]:
+@dataclass(frozen=True)
+class Expected:
+    """What a model's stored rows must equal: a SELECT, its parameters and the rows' key."""
+
+    sql: str
+    key: tuple[str, ...]
+    args: dict = field(default_factory=dict)
+    tolerate_different: bool = False
+    skipped: str = ""
+
+
+def _mv_expected(manifest: "Manifest", model: "Model", store: "StateStore | None") -> Expected:
     from .mv import mv_plan
 
-    plan = mv_plan(model, manifest)
-    return model.ast.copy(), plan.key
+    return Expected(pretty(model.ast), mv_plan(model, manifest).key)
 
 
-#: kind → (manifest, model) → (the SELECT the stored rows must equal, its unique key)
-VERIFIERS: dict[str, Callable[["Manifest", "Model"], tuple[exp.Query, tuple[str, ...]]]] = {"mv": _mv_expected}
+def _fact_expected(manifest: "Manifest", model: "Model", store: "StateStore | None") -> Expected:
+    from .fact import fact
+    from .steps import bind_range
+
+    plan = fact(manifest, model)
+    key = manifest.sources[plan.source].primary_key
+    offset = store.get(plan.topic) if store else None
+    if offset is None or offset.last is None:
+        return Expected("", key, skipped="no committed step yet: run the model first")
+    if not set(key) <= set(model.columns or ()):
+        return Expected("", key, skipped=f"its output does not hold the key {', '.join(key)} of {plan.source}")
+    return Expected(plan.step, key, bind_range(plan, None, offset.last), tolerate_different=True)
+
+
+#: kind → (manifest, model, state store) → what the stored rows must equal
+VERIFIERS: dict[str, Callable[..., Expected]] = {"mv": _mv_expected, "fact": _fact_expected}
 
 
 def comparison_query(expected: str, actual: str, key: tuple[str, ...], columns: list[str]) -> exp.Select:
@@ -92,7 +124,7 @@ def comparison_query(expected: str, actual: str, key: tuple[str, ...], columns: 
             .join(exp.to_table(actual).as_("a"), on=on, join_type="full outer"))
 
 
-def verify_model(spark: "SparkSession", manifest: "Manifest", model: "Model") -> Verdict:
+def verify_model(spark: "SparkSession", manifest: "Manifest", model: "Model", store: "StateStore | None" = None) -> Verdict:
     """Compare one model's stored rows with a recomputation of its SELECT."""
     verdict = Verdict(model.name, model.relation)
     verifier = VERIFIERS.get(model.kind.name)
@@ -102,10 +134,14 @@ def verify_model(spark: "SparkSession", manifest: "Manifest", model: "Model") ->
     if not spark.catalog.tableExists(model.relation):
         verdict.skipped = f"{model.relation} does not exist: run the model first"
         return verdict
-    query, key = verifier(manifest, model)
-    verdict.key = key
+    wanted = verifier(manifest, model, store)
+    if wanted.skipped:
+        verdict.skipped = wanted.skipped
+        return verdict
+    key = verdict.key = wanted.key
+    verdict.tolerate_different = wanted.tolerate_different
     expected_name, actual_name = f"mvflow_verify_{model.name}_expected", f"mvflow_verify_{model.name}_actual"
-    expected = spark.sql(pretty(query))
+    expected = spark.sql(wanted.sql, args=wanted.args or None)
     columns = list(expected.columns)
     found = exp.alias_(exp.true(), _FOUND)
     spark.sql(pretty(exp.select("*", found).from_(exp.select(*columns).from_(model.relation).subquery("t")))) \
@@ -143,6 +179,6 @@ def _key_text(row, key: tuple[str, ...]) -> str:
     return "(" + ", ".join(repr(row[k]) for k in key) + ")" if len(key) > 1 else repr(row[key[0]])
 
 
-def verify(spark: "SparkSession", manifest: "Manifest", names: list[str]) -> list[Verdict]:
+def verify(spark: "SparkSession", manifest: "Manifest", names: list[str], store: "StateStore | None" = None) -> list[Verdict]:
     """Verify the named models that have a verifier (others are listed as skipped)."""
-    return [verify_model(spark, manifest, manifest.models[name]) for name in names]
+    return [verify_model(spark, manifest, manifest.models[name], store) for name in names]

@@ -178,6 +178,24 @@ def test_new_rows_are_added_in_later_runs_without_duplicates(env):
     assert any("step 2" in line for line in env.lines)
 
 
+def test_verify_finds_lost_and_duplicated_rows_and_tolerates_changed_inputs(env):
+    from compiler.verify import verify_model
+
+    model = env.manifest.models["ev"]
+    assert verify_model(env.spark, env.manifest, model, env.store).skipped.endswith("run the model first")
+    env.add_events(1, 4)
+    env.run()
+    verdict = verify_model(env.spark, env.manifest, model, env.store)
+    assert verdict.ok and (verdict.expected, verdict.actual, verdict.key) == (4, 4, ("id",))
+    env.spark.sql(f"INSERT OVERWRITE TABLE {env.src}.dims VALUES (1, 'uno'), (2, 'two')")
+    verdict = verify_model(env.spark, env.manifest, model, env.store)
+    assert verdict.ok and verdict.different > 0, "a fact keeps what its inputs said when the step ran"
+    step = env.spark.table(model.relation).select(STEP_COLUMN).first()[0]
+    env.spark.sql(f"INSERT INTO {model.relation} SELECT id, ts, v2, name, '{step}' FROM {model.relation} WHERE id = 1")
+    verdict = verify_model(env.spark, env.manifest, model, env.store)
+    assert not verdict.ok and verdict.duplicate == 1 and verdict.samples["duplicate"] == ["1"]
+
+
 def test_delay_holds_steps_back_and_status_says_why(spark, make_project):
     env = Env(spark, make_project, extra=", delay='10m'")
     env.add_events(1, 6)  # ts = T0, T0+1m, T0+1m, T0+2m, T0+2m, T0+3m
