@@ -1,5 +1,5 @@
-"""P2 (MV refresh) and P3 (fact step overhead): not measured yet; these hooks say what each
-needs and report it as skipped, so the table shows the gap instead of hiding it.
+"""P2 (MV refresh, bench/p2_refresh.py) and P3 (fact step overhead, bench/p3_step.py): the hooks
+``python -m bench`` calls; the plans they implement follow.
 
 P2 plan: demo at the largest scale that runs in minutes (try scale 100 = 1M offers, driver
 memory 2g); after ``mvflow demo change --fraction 0.001`` and ``0.01``, time ``mvflow run -s
@@ -17,10 +17,17 @@ from .report import Report
 
 
 def p2(options, report: Report, echo=print) -> None:
-    report.skipped.append("P2 MV refresh: not implemented in the bench yet (needs the mv runtime, "
-                          "compiler/refresh.py, and a hand-written dbt-spark incremental; see bench/hooks.py)")
+    from . import p2_refresh
+
+    quick = getattr(options, "quick", False)
+    scale = getattr(options, "p2_scale", None) or (0.1 if quick else 10.0)
+    runs = 1 if quick else (getattr(options, "runs", None) or 3)
+    p2_refresh.run(p2_refresh.Options(runs=runs, scale=scale), report, echo)
 
 
 def p3(options, report: Report, echo=print) -> None:
-    report.skipped.append("P3 fact step overhead: not implemented in the bench yet (needs the fact runtime, "
-                          "compiler/steps.py; see bench/hooks.py)")
+    from . import p3_step
+
+    quick = getattr(options, "quick", False)
+    runs = 1 if quick else (getattr(options, "runs", None) or 3)
+    p3_step.run(p3_step.Options(runs=runs, scale=0.1 if quick else 1.0), report, echo)
