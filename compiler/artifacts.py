@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from . import materialize
-from .background import Background
+from .background import Background, worth_forking
 from .compile import Manifest, Model
 from .graph import node_name
 from .lineage import Lineage, lineage
 
 MANIFEST_VERSION = 1
-FORK_FROM_MODELS = 200  # lineage runs in a forked child (a second core) for projects this large
 
 
 def model_stem(model: Model, manifest: Manifest) -> str:
@@ -38,7 +37,7 @@ def write_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -
     """Write compiled SQL and run scripts of the selected models (default all) and the manifest."""
     target = manifest.project.target_dir
     write = _Writer()
-    with Background(lambda: _traced(manifest), fork=len(manifest.models) >= FORK_FROM_MODELS) as later:
+    with Background(lambda: _traced(manifest), fork=worth_forking(len(manifest.models))) as later:
         for name in selected if selected is not None else manifest.models:
             model = manifest.models[name]
             stem = model_stem(model, manifest)

@@ -16,6 +16,12 @@ import threading
 from typing import Callable, Generic, TypeVar
 
 T = TypeVar("T")
+FORK_FROM = 200  # items of work (models) from which a child pays for its start and the results' trip
+
+
+def worth_forking(items: int) -> bool:
+    """Whether splitting ``items`` models of work with a child is likely to pay."""
+    return items >= FORK_FROM
 
 
 class Background(Generic[T]):

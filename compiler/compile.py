@@ -17,11 +17,12 @@ from typing import Any, Callable, TypeVar
 import networkx as nx
 from sqlglot import exp
 
+from .background import Background, worth_forking
 from .cache import CompileCache, cache_key, read_tables, schema_index
 from .errors import CompileError, MvflowError, Problem, ProblemList
 from .graph import build_graph, model_id, model_order, source_id
 from .kinds import Kind, KindError, create_kind
-from .parse import column_line, output_columns, parse_select, pretty, table_references, unnamed_columns
+from .parse import column_line, output_columns, parse_select, plain_columns, pretty, table_references, unnamed_columns
 from .project import PROJECT_FILE, Project
 from .render import Call, Renderer
 from .sources import Source, load_sources
@@ -53,6 +54,7 @@ class Model:
     columns: list[str] | None = None
     undeclared_tables: list[str] = field(default_factory=list)
     tables_read: list[tuple[str, int]] = field(default_factory=list)  # parse.table_references of the SELECT
+    plain_columns: list[str] | None = None  # parse.plain_columns: output columns if the SELECT has no *
     _ast: exp.Query | None = field(default=None, init=False, repr=False, compare=False)
     _parse_later: bool = field(default=False, init=False, repr=False, compare=False)
     _printed: tuple[exp.Query | None, str] | None = field(default=None, init=False, repr=False, compare=False)
@@ -401,26 +403,41 @@ def _render_final(models: dict[str, Model], templates, renderer: Renderer, sourc
 
 def _parse_models(models: dict[str, Model], sources: dict[str, Source], problems: ProblemList,
                   cache: CompileCache | None = None) -> list[Problem]:
-    """Parse every rendered model; returns warnings for tables read but not declared."""
+    """Parse every rendered model; returns warnings for tables read but not declared.
+
+    A model's parse results (printed SQL, unnamed columns, tables read) come from the cache, from
+    a forked child (half of the models to parse, on large projects), or from parsing it here; a
+    model without its tree here is parsed again when something asks for it (``Model.ast``).
+    """
+    rendered = [m for m in models.values() if m.sql]
+    results: dict[str, tuple] = {}
+    if cache is not None:
+        results = {m.name: hit for m in rendered if (hit := cache.get(cache_key("parse", m.sql))) is not None}
+    todo = [m for m in rendered if m.name not in results]
+    parsed_now = {m.name for m in todo}
+    other = todo[len(todo) // 2:] if worth_forking(len(todo)) else []
+    errors: dict[str, CompileError] = {}
+    with Background(lambda: {m.name: _parse_results(m) for m in other}, fork=bool(other)) as later:
+        for model in todo[:len(todo) - len(other)]:
+            _parse_into(model, results, errors)
+        from_child = later.result()
+    for model in other:
+        if from_child.get(model.name) is not None:
+            results[model.name] = from_child[model.name]
+        else:  # it failed to parse: parse here for the error
+            _parse_into(model, results, errors)
     warnings = []
     declared = {m.relation for m in models.values()} | set(sources)
-    for model in models.values():
-        if not model.sql:
+    for model in rendered:
+        if model.name in errors:
+            problems.extend(errors[model.name])
+        if model.name not in results:
             continue
-        key = cache_key("parse", model.sql)
-        found = cache.get(key) if cache is not None else None
-        if found is not None:
-            printed, unnamed, model.tables_read = found
+        printed, unnamed, model.tables_read, model.plain_columns = results[model.name]
+        if model._ast is None:
             model.parsed_before(printed)
-        else:
-            try:
-                model.ast = parse_select(model.sql, model.path)
-            except CompileError as exc:
-                problems.extend(exc)
-                continue
-            unnamed, model.tables_read = unnamed_columns(model.ast), table_references(model.ast)
-            if cache is not None:
-                cache.put(key, (model.select_sql, unnamed, model.tables_read))
+        if cache is not None and model.name in parsed_now:
+            cache.put(cache_key("parse", model.sql), results[model.name])
         for text, line in unnamed:
             warnings.append(Problem(f"output column '{text}' has no name: Spark names it after the expression text",
                                     model.path, line, hint=f"add an alias: {text} AS <name>", code="unnamed-column"))
@@ -431,6 +448,25 @@ def _parse_models(models: dict[str, Model], sources: dict[str, Source], problems
                                         model.path, line, hint="declare it in lineage/*.yml and use source(), or ref() the model",
                                         code="undeclared-table"))
     return warnings
+
+
+def _parse_results(model: Model) -> tuple[str, list, list, list | None] | None:
+    """Printed SQL, unnamed columns, tables read and plain output columns of one model; None when
+    it does not parse."""
+    try:
+        ast = parse_select(model.sql, model.path)
+    except CompileError:
+        return None
+    return pretty(ast), unnamed_columns(ast), table_references(ast), plain_columns(ast)
+
+
+def _parse_into(model: Model, results: dict[str, tuple], errors: dict[str, CompileError]) -> None:
+    try:
+        model.ast = parse_select(model.sql, model.path)
+    except CompileError as exc:
+        errors[model.name] = exc
+        return
+    results[model.name] = (model.select_sql, unnamed_columns(model.ast), table_references(model.ast), plain_columns(model.ast))
 
 
 def _infer_columns(manifest: Manifest) -> None:
@@ -455,6 +491,8 @@ def _infer_columns(manifest: Manifest) -> None:
 
 
 def _output_columns(model: Model, schema: dict, index: dict, cache: CompileCache | None) -> list[str] | None:
+    if model.plain_columns is not None:
+        return list(model.plain_columns)
     if cache is None:
         return output_columns(model.ast, schema)
     key = cache_key("columns", model.sql, read_tables((name for name, _ in model.tables_read), schema, index))

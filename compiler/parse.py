@@ -143,9 +143,9 @@ def output_columns(query: exp.Query, schema: Mapping[str, Mapping[str, Mapping[s
     >>> output_columns(parse_select("select * from d.unknown", "m"), {}) is None
     True
     """
-    select = _leftmost_select(query)
-    if not any(_is_star(p) for p in select.expressions):
-        return [_column_name(p) for p in select.expressions]
+    plain = plain_columns(query)
+    if plain is not None:
+        return plain
     try:
         read = read_schema((name for name, _ in table_references(query)), schema)
         qualified = qualify(
@@ -158,6 +158,18 @@ def output_columns(query: exp.Query, schema: Mapping[str, Mapping[str, Mapping[s
     if any(_is_star(p) for p in projections):
         return None
     return [_column_name(p) for p in projections]
+
+
+def plain_columns(query: exp.Query) -> list[str] | None:
+    """Output column names of a query without ``*`` (they need no schema), else None.
+
+    >>> plain_columns(parse_select("select a, b + 1 as c from t", "m")), plain_columns(parse_select("select * from t", "m"))
+    (['a', 'c'], None)
+    """
+    select = _leftmost_select(query)
+    if any(_is_star(p) for p in select.expressions):
+        return None
+    return [_column_name(p) for p in select.expressions]
 
 
 def unnamed_columns(query: exp.Query) -> list[tuple[str, int]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler import artifacts
+from compiler import artifacts, background
 from compiler.background import Background
 from compiler.cache import CompileCache
 from compiler.compile import compile_project
@@ -62,21 +62,40 @@ def test_without_fork_the_parent_computes():
 
 
 @needs_fork
-def test_compile_output_and_cache_are_the_same_with_lineage_in_a_child(tmp_path: Path, monkeypatch):
+def test_compile_output_and_cache_are_the_same_with_parsing_and_lineage_in_children(tmp_path: Path, monkeypatch):
     root = write_mvflow(generate(40), tmp_path / "gen")
 
     def build(fork_from: int) -> dict[str, bytes]:
-        monkeypatch.setattr(artifacts, "FORK_FROM_MODELS", fork_from)
+        monkeypatch.setattr(background, "FORK_FROM", fork_from)
         shutil.rmtree(root / "target", ignore_errors=True)
         shutil.rmtree(root / ".mvflow", ignore_errors=True)
         cache = CompileCache.for_project(root)
         artifacts.write_artifacts(compile_project(load_project(root), cache=cache))
         cache.save()
         files = {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted((root / "target").rglob("*")) if p.is_file()}
-        monkeypatch.setattr(artifacts, "FORK_FROM_MODELS", 10**9)
+        monkeypatch.setattr(background, "FORK_FROM", 10**9)
         again = CompileCache.for_project(root)  # lineage entries the child made were kept
         artifacts.write_artifacts(compile_project(load_project(root), cache=again))
         assert again.misses == 0 and again.hits > 0
         return files
 
     assert build(0) == build(10**9)
+
+
+@needs_fork
+def test_syntax_errors_found_by_the_child_are_reported_as_without_it(tmp_path: Path, monkeypatch):
+    from compiler.errors import CompileError
+
+    root = write_mvflow(generate(40), tmp_path / "gen")
+    models = sorted((root / "models").rglob("*.sql"))
+    for path in (models[3], models[-2]):  # one in each half of the models to parse
+        path.write_text(path.read_text() + "\nWHERE (\n")
+
+    def problems(fork_from: int) -> list[str]:
+        monkeypatch.setattr(background, "FORK_FROM", fork_from)
+        with pytest.raises(CompileError) as raised:
+            compile_project(load_project(root), cache=CompileCache())
+        return [p.format() for p in raised.value.problems]
+
+    found = problems(0)
+    assert len(found) == 2 and found == problems(10**9)
