@@ -32,8 +32,12 @@ fi
 stamp=.venv/.mvflow-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   say "installing mvflow and its dependencies into .venv (pyspark is large: the first time takes a few minutes)"
-  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e ".[test]"
+  log=.venv/install.log
+  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e ".[test]"; } >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "setup: installing into .venv failed (the log is above and in $log)" >&2
+    exit 1
+  fi
   touch "$stamp"
 fi
 say "ready: $(.venv/bin/mvflow --version 2>/dev/null || echo mvflow) with $(java -version 2>&1 | head -1)"
