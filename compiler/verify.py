@@ -119,7 +119,7 @@ def comparison_query(expected: str, actual: str, key: tuple[str, ...], columns: 
     return (exp.select(*keys,
                        exp.alias_(exp.column(_FOUND, "a").is_(exp.null()), "missing"),
                        exp.alias_(exp.column(_FOUND, "e").is_(exp.null()), "extra"),
-                       exp.alias_(exp.Not(this=exp.paren(same) if others and len(others) > 1 else same), "different"))
+                       exp.alias_(exp.Not(this=exp.paren(same)), "different"))
             .from_(exp.to_table(expected).as_("e"))
             .join(exp.to_table(actual).as_("a"), on=on, join_type="full outer"))
 
