@@ -65,9 +65,21 @@ def _traced(manifest: Manifest) -> tuple[str, dict[str, str], tuple[list[str], d
     if manifest.cache is not None:
         manifest.cache.take_changes()
     traced = lineage(manifest)
-    entries = {name: _json_text(traced.model_dict(name))[:-1] for name in manifest.models}
+    models = {name: _lineage_entry(traced, manifest, name) for name in manifest.models}
+    entries = {name: _json_text(entry)[:-1] for name, entry in models.items()}
     changes = manifest.cache.take_changes() if manifest.cache is not None else ([], {})
-    return _json_text(traced.to_dict()), entries, changes
+    return _json_text({**traced.to_dict(), "models": models}), entries, changes
+
+
+def _lineage_entry(traced: Lineage, manifest: Manifest, name: str) -> dict[str, Any] | None:
+    """A model's lineage; for an MV also each input's used columns and derived key path."""
+    entry = traced.model_dict(name)
+    model = manifest.models[name]
+    if model.kind.name != "mv" or entry is None:
+        return entry
+    from .mv import input_paths, mv_plan
+
+    return {**entry, "mv_inputs": input_paths(mv_plan(model, manifest))}
 
 
 def _write_fact(write: _Writer, folder: Path, manifest: Manifest, model: Model) -> None:
@@ -188,7 +200,7 @@ def manifest_dict(manifest: Manifest, traced: Lineage | None = None, entries: di
     graph = manifest.graph
     if entries is None:
         traced = traced or lineage(manifest)
-        entries = {name: traced.model_dict(name) for name in manifest.models}
+        entries = {name: _lineage_entry(traced, manifest, name) for name in manifest.models}
     return {
         "manifest_version": MANIFEST_VERSION,
         "project": {"name": manifest.project.name, "version": manifest.project.version},

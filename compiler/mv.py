@@ -931,6 +931,27 @@ def derive(plan: MvPlan) -> Derived:
     return Derived(q)
 
 
+def input_paths(plan: MvPlan) -> dict[str, dict]:
+    """Per input: its change mode, key, the columns the MV uses (what makes a change relevant)
+    and, per part, the join path from the main source with how its changes reach main keys.
+
+    >>> plan = plan_from_sql("SELECT o.id, s.name FROM d.o AS o JOIN d.s AS s ON s.id = o.sid",
+    ...                      {"d.o": ("position", ("id",)), "d.s": ("position", ("id",))})
+    >>> [(p["path"], p["method"]) for p in input_paths(plan)["d.s"]["paths"]][0]
+    (['d.o AS o', 'd.s AS s'], 'old state: MV rows whose hidden key columns match')
+    """
+    result = {}
+    for input_id, info in plan.inputs.items():
+        paths = []
+        for part in plan.parts:
+            for alias, method, _ in key_query_methods(plan, input_id, part):
+                chain = [part.main_alias] if alias == part.main_alias else [*part.ancestors(alias), alias]
+                names = [f"{part.main_input if a == part.main_alias else part.link(a).input} AS {a}" for a in chain]
+                paths.append({"part": part.index, "alias": alias, "path": names, "method": method})
+        result[input_id] = {"mode": info.mode, "key": list(info.key), "uses": list(info.used_columns), "paths": paths}
+    return result
+
+
 def explain(plan: MvPlan) -> str:
     """A readable account of what mvflow derived for an MV (``mvflow explain``)."""
     lines = [f"mv {plan.name} ({plan.relation}) from {plan.path}",
