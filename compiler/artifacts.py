@@ -220,7 +220,7 @@ def _model_dict(model: Model, manifest: Manifest) -> dict[str, Any]:
         "name": model.name,
         "path": model.path,
         "kind": model.kind.to_dict(),
-        "config": _jsonable(model.config),
+        "config": jsonable(model.config),
         "relation": model.relation,
         "schema": model.schema,
         "tags": list(model.tags),
@@ -237,11 +237,16 @@ def _model_dict(model: Model, manifest: Manifest) -> dict[str, Any]:
     }
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """Plain JSON data: dict keys as text, tuples as lists, times in ISO form, anything else as text.
+
+    >>> jsonable({1: ("a", None)})
+    {'1': ['a', None]}
+    """
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
-    return str(value)
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)

@@ -18,7 +18,7 @@ from typing import Iterable
 import networkx as nx
 
 from .errors import Problem, SelectionError
-from .graph import is_model, model_id, node_name
+from .graph import is_model, node_name
 from .kinds import KINDS
 
 _CRITERION = re.compile(
@@ -146,5 +146,3 @@ def _match(graph: nx.DiGraph, criterion: Criterion) -> set[str]:
     return {n for n in graph if data[n].get("path", "") == prefix or data[n].get("path", "").startswith(prefix + "/")
             or fnmatch.fnmatchcase(data[n].get("path", ""), value)}
 
-
-__all__ = ["select", "parse_criterion", "Criterion", "METHODS", "model_id"]

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compiler.artifacts import jsonable
 from compiler.errors import Problem, RunError
 from .serve import serve_docs
 from .site import site_data, site_files
@@ -72,8 +73,8 @@ def read_state(settings, models: list[str]) -> dict[str, Any] | None:
     topics = []
     per_model: dict[str, dict[str, Any]] = {}
     for offset in sorted(store.offsets(), key=lambda o: o.topic):
-        steps = [_jsonable(vars(s)) for s in store.steps(offset.topic, limit=STEPS_SHOWN)]
-        row = {**_jsonable(vars(offset)), "steps": steps, "lag_seconds": steps[0].get("max_lag_seconds") if steps else None}
+        steps = [jsonable(vars(s)) for s in store.steps(offset.topic, limit=STEPS_SHOWN)]
+        row = {**jsonable(vars(offset)), "steps": steps, "lag_seconds": steps[0].get("max_lag_seconds") if steps else None}
         topics.append(row)
         owner = _owner(offset.topic, models)
         if owner:
@@ -85,16 +86,6 @@ def _owner(topic: str, models: list[str]) -> str | None:
     """The model a topic belongs to: its name, or its name followed by a separator (``mv:input``)."""
     matches = [m for m in models if topic == m or (topic.startswith(m) and not (topic[len(m)].isalnum() or topic[len(m)] == "_"))]
     return max(matches, key=len) if matches else None
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
 def _write(path: Path, text: str) -> None:
