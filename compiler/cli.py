@@ -108,6 +108,7 @@ def list_models(obj: _Context, select, exclude, target, output) -> None:
 def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps) -> None:
     """Compile, then build the selected models on Spark in dependency order."""
     from .artifacts import write_artifacts
+    from .refresh import mv_runner
     from .run import run_models
     from .select import select as choose
     from .spark import spark_session
@@ -118,12 +119,13 @@ def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps
     selected = choose(manifest.graph, select, exclude)
     write_artifacts(manifest, selected)
     started = time.monotonic()
-    spark = spark_session(manifest.project.target(target))
-    store = open_state_store(manifest.project.target(target).state)
-    runners = {"fact": fact_runner(store, StepOptions(max_steps=max_steps, full_refresh=full_refresh), click.echo)}
-    from .refresh import mv_runner
-
-    runners["mv"] = mv_runner(store, full_refresh, click.echo)
+    settings = manifest.project.target(target)
+    spark = spark_session(settings)
+    store = open_state_store(settings.state)
+    runners = {
+        "fact": fact_runner(store, StepOptions(max_steps=max_steps, full_refresh=full_refresh), click.echo),
+        "mv": mv_runner(store, full_refresh, click.echo),
+    }
     report = run_models(spark, manifest, selected, threads=threads, echo=click.echo, runners=runners)
     (manifest.project.target_dir / "run_results.json").write_text(report.to_json())
     counts = report.counts()
