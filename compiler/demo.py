@@ -71,20 +71,24 @@ _CATEGORY_WORDS = ("Home", "Garden", "Kitchen", "Sports", "Toys", "Books", "Audi
                    "Tools", "Pets")
 _CURRENCIES = ("EUR", "EUR", "EUR", "EUR", "USD", "PLN")
 _TOP_CATEGORIES = 8
+_OFFERS_PER_CATEGORY = 100
 
 
 def sizes(scale: float) -> dict[str, int]:
     """Rows per table that ``init`` creates at ``scale`` (prices are drawn: ~1.5 per offer).
 
+    Categories grow with the offers (~100 offers each), so that editing a share ``f`` of them
+    touches about ``f`` of the offers; regions stay a small fixed dictionary.
+
     >>> sizes(0.01)
     {'regions': 20, 'categories': 50, 'warehouses': 3, 'shops': 5, 'offers': 100, 'orders': 200}
-    >>> sizes(10)["offers"], sizes(10)["shops"], sizes(10)["warehouses"]
-    (100000, 5000, 500)
+    >>> sizes(10)["offers"], sizes(10)["categories"], sizes(10)["shops"], sizes(10)["warehouses"]
+    (100000, 1000, 5000, 500)
     """
     offers = max(1, round(10_000 * scale))
     shops = max(1, round(offers / 20))
-    return {"regions": 20, "categories": 50, "warehouses": max(3, round(shops / 10)), "shops": shops,
-            "offers": offers, "orders": 2 * offers}
+    return {"regions": 20, "categories": max(50, offers // _OFFERS_PER_CATEGORY),
+            "warehouses": max(3, round(shops / 10)), "shops": shops, "offers": offers, "orders": 2 * offers}
 
 
 def batch_size(rows: int, fraction: float) -> tuple[int, int]:
@@ -454,7 +458,9 @@ class _Batch:
         self.rows = _row_counts(spark, SOURCES)
 
     def build(self) -> list[_Delta]:
-        regions, region_choices = self._dictionary("regions", _region_rows, _REGION_WORDS)
+        # A batch always edits the categories (the "dictionary edit"), the small fixed regions
+        # only when the fraction amounts to a whole region: one region is 5% of the offers.
+        regions, region_choices = self._dictionary("regions", _region_rows, _REGION_WORDS, at_least_one=False)
         categories, category_choices = self._dictionary("categories", _category_rows, _CATEGORY_WORDS)
         warehouses, warehouse_choices = self._warehouses(region_choices)
         shops = self._shops(warehouse_choices, warehouses.rows.where("_op = '-'"))
@@ -492,13 +498,17 @@ class _Batch:
 
     # per table
 
-    def _dictionary(self, table: str, generate: Callable[[_Dice, "DataFrame"], "DataFrame"], words: tuple[str, ...]):
-        """Rename a few entries, sometimes insert one, rarely delete one."""
+    def _dictionary(self, table: str, generate: Callable[[_Dice, "DataFrame"], "DataFrame"], words: tuple[str, ...],
+                    at_least_one: bool = True):
+        """Rename a few entries, sometimes insert one, rarely delete one. Without ``at_least_one``
+        a batch leaves the dictionary alone when ``fraction`` × rows rounds to 0."""
         from pyspark.sql import functions as F
 
         key = KEYS[table][0]
         old, rows = self._table(table)
         touched, _ = batch_size(rows, self.fraction)
+        if not at_least_one and round(self.fraction * rows) < 1:
+            touched = 0
         deleting = touched > 0 and rows > _DICTIONARY_MIN_ROWS and self.dice.flag(f"{table}.delete") < 10
         inserting = touched > 0 and self.dice.flag(f"{table}.insert") < 50
         gone = self._touched(old, table, 1 if deleting else 0, "delete")
