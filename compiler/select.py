@@ -4,7 +4,8 @@ Grammar: space-separated terms are a union, comma-separated criteria inside a te
 intersection. A criterion is ``[@][N+]method:value[+N]`` with methods ``name`` (the default,
 ``*`` wildcards allowed), ``tag``, ``path``, ``kind`` and ``source``; ``+`` before adds
 ancestors, after adds descendants (``2+x`` at most two levels up); ``@x`` is x, its
-descendants and their ancestors.
+descendants and their ancestors. In ``--select``, a name, tag, path or source that matches
+nothing is an error (a typo, most likely); a kind or a wildcard may select nothing.
 """
 
 from __future__ import annotations
@@ -94,15 +95,18 @@ def _union(graph: nx.DiGraph, terms: list[str], option: str) -> set[str]:
     result: set[str] = set()
     try:
         for term in terms:
-            parts = [_expand(graph, parse_criterion(part)) for part in term.split(",")]
+            parts = [_expand(graph, parse_criterion(part), strict=option == "--select") for part in term.split(",")]
             result |= set.intersection(*parts)
     except SelectionError as exc:
         raise SelectionError([replace(p, path=p.path or option) for p in exc.problems]) from exc
     return result
 
 
-def _expand(graph: nx.DiGraph, criterion: Criterion) -> set[str]:
+def _expand(graph: nx.DiGraph, criterion: Criterion, strict: bool) -> set[str]:
     nodes = _match(graph, criterion)
+    typo = criterion.method != "kind" and not any(ch in criterion.value for ch in "*?[")
+    if not nodes and strict and typo:
+        raise SelectionError(_no_match(graph, criterion))
     result = set(nodes)
     for node in nodes:
         if criterion.parents:
@@ -113,6 +117,21 @@ def _expand(graph: nx.DiGraph, criterion: Criterion) -> set[str]:
         for node in list(result):
             result |= nx.ancestors(graph, node)
     return result
+
+
+def _no_match(graph: nx.DiGraph, criterion: Criterion) -> Problem:
+    """A selection criterion that matches nothing is most likely a typo: say what exists."""
+    method, value = criterion.method, criterion.value
+    if method == "tag":
+        known = sorted({t for n in graph for t in graph.nodes[n].get("tags", ())})
+        hint = "tags in this project: " + (", ".join(known) if known else "none")
+    elif method == "source":
+        names = sorted(node_name(n) for n in graph if not is_model(n))
+        close = difflib.get_close_matches(value, names, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else "sources: " + (", ".join(names[:10]) or "none")
+    else:
+        hint = "run 'mvflow ls -o path' to see the model paths"
+    return Problem(f"'{method}:{value}' matches no model", hint=hint, code="unknown-selection")
 
 
 def _within(graph: nx.DiGraph, node: str, depth: int | None) -> set[str]:

@@ -69,7 +69,6 @@ def graph(project):
         ("@x", ["x"]),
         ("tag:nightly", ["s1", "m2"]),
         ("tag:core+", ["m2", "m3"]),
-        ("tag:none", []),
         ("path:models/marts", ["m1", "m2", "m3"]),
         ("path:models/marts/", ["m1", "m2", "m3"]),
         ("path:models/staging/s2.sql", ["s2"]),
@@ -166,7 +165,22 @@ def test_unknown_name_says_did_you_mean(graph):
 
 
 def test_a_wildcard_that_matches_nothing_is_not_an_error(graph):
-    assert select(graph, ["nothing*"]) == []
+    assert select(graph, ["nothing*"]) == select(graph, ["path:models/none/*"]) == []
+    assert select(graph, ["kind:fact"]) == []
+
+
+@pytest.mark.parametrize("term, hint", [
+    ("tag:nightli", "tags in this project: core, nightly"),
+    ("path:models/mart", "run 'mvflow ls -o path' to see the model paths"),
+    ("source:stage.aa", "did you mean 'stage.a'?"),
+])
+def test_a_tag_path_or_source_that_matches_nothing_is_an_error_in_select_only(graph, term, hint):
+    with pytest.raises(SelectionError) as info:
+        select(graph, [term])
+    problem = info.value.problems[0]
+    assert (problem.code, problem.message, problem.hint) == ("unknown-selection", f"'{term}' matches no model", hint)
+    assert problem.path == "--select"
+    assert select(graph, exclude=[term]) == select(graph)
 
 
 def test_ls_prints_the_selection_in_run_order(project, capsys):
