@@ -104,14 +104,16 @@ def list_models(obj: _Context, select, exclude, target, output) -> None:
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64), help="Models run at once.")
 @click.option("--full-refresh", is_flag=True, help="Rebuild incremental models from scratch (resets their offsets).")
 @click.option("--max-steps", default=None, type=click.IntRange(1), help="At most this many steps per fact model.")
+@click.option("--no-file-check", "file_check", flag_value=False, default=True,
+              help="Ask Spark whether mv/fact inputs moved even when their files and offsets say nothing did.")
 @click.pass_obj
-def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps) -> None:
+def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps, file_check) -> None:
     """Compile, then build the selected models on Spark in dependency order."""
     from .artifacts import write_artifacts
     from .refresh import mv_runner
     from .run import run_models
     from .select import select as choose
-    from .spark import spark_session
+    from .spark import LazySession, spark_session
     from .state import open_state_store
     from .steps import StepOptions, fact_runner
 
@@ -120,11 +122,12 @@ def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps
     write_artifacts(manifest, selected)
     started = time.monotonic()
     settings = manifest.project.target(target)
-    spark = spark_session(settings)
+    spark = LazySession(lambda: spark_session(settings))
     store = open_state_store(settings.state)
     runners = {
-        "fact": fact_runner(store, StepOptions(max_steps=max_steps, full_refresh=full_refresh), click.echo),
-        "mv": mv_runner(store, full_refresh, click.echo),
+        "fact": fact_runner(store, StepOptions(max_steps=max_steps, full_refresh=full_refresh, file_check=file_check),
+                            click.echo),
+        "mv": mv_runner(store, full_refresh, click.echo, file_check),
     }
     report = run_models(spark, manifest, selected, threads=threads, echo=click.echo, runners=runners)
     (manifest.project.target_dir / "run_results.json").write_text(report.to_json())

@@ -31,6 +31,7 @@ from datetime import date, datetime, timezone
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Callable
 
+from . import watch
 from .mv import BATCH, Derived, MvPlan, derive, diffed, mv_plan, state_query
 from .parse import pretty
 from .state import Commit, Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
@@ -91,27 +92,39 @@ def definition_hash(derived: Derived) -> str:
 
 # -- the runner ------------------------------------------------------------------------------
 def mv_runner(store: StateStore | None = None, full_refresh: bool = False,
-              echo: Callable[[str], None] = lambda _: None) -> Callable[["SparkSession", "Manifest", "Model"], "Result"]:
+              echo: Callable[[str], None] = lambda _: None,
+              file_check: bool = True) -> Callable[["SparkSession", "Manifest", "Model"], "Result"]:
     """The ``mv`` runner for ``run_models`` (``runners={"mv": mv_runner(store, ...)}``)."""
 
     def run(spark: "SparkSession", manifest: "Manifest", model: "Model") -> "Result":
         chosen = store or open_state_store(manifest.project.target(manifest.target).state)
-        return run_mv(spark, manifest, model, chosen, full_refresh, echo)
+        return run_mv(spark, manifest, model, chosen, full_refresh, echo, file_check)
 
     return run
 
 
 def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: StateStore,
-           full_refresh: bool = False, echo: Callable[[str], None] = lambda _: None) -> "Result":
-    """Refresh one MV and report it as a run Result (errors become an error Result)."""
+           full_refresh: bool = False, echo: Callable[[str], None] = lambda _: None,
+           file_check: bool = True) -> "Result":
+    """Refresh one MV and report it as a run Result (errors become an error Result). With
+    ``file_check``, first ask ``compiler.watch`` whether anything moved, without Spark."""
     from .run import Result, _spark_message
 
     started = time.monotonic()
     result = Result(model.name, "mv", "success", started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     try:
-        outcome = refresh_mv(spark, manifest, model, store, full_refresh=full_refresh, echo=echo)
-        result.rows = outcome.rows if outcome.mode == "build" else outcome.affected
-        result.message = describe(outcome)
+        plan = mv_plan(model, manifest)
+        spec = watch.mv_spec(plan, definition_hash(derive(plan)))
+        seen = watch.is_idle(store, spec, datetime.now(timezone.utc)) if file_check and not full_refresh else None
+        if seen is not None:
+            result.rows = 0
+            result.message = f"up to date (no input file or upstream batch moved since batch {json.loads(seen.last)[0]})"
+        else:
+            observed = watch.observe(spark, store, spec)
+            outcome = refresh_mv(spark, manifest, model, store, full_refresh=full_refresh, echo=echo)
+            watch.record(store, spec, observed)
+            result.rows = outcome.rows if outcome.mode == "build" else outcome.affected
+            result.message = describe(outcome)
     except Exception as exc:  # noqa: BLE001 - one failing model must not stop the others
         result.status = "error"
         result.message = _spark_message(exc)

@@ -7,8 +7,9 @@ pyspark is imported inside functions so that ``mvflow compile`` never loads it.
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import Problem, RunError
 from .project import Target
@@ -62,3 +63,24 @@ def spark_session(target: Target) -> "SparkSession":
     session = builder.enableHiveSupport().getOrCreate()
     session.sparkContext.setLogLevel(settings.log_level)
     return session
+
+
+class LazySession:
+    """A SparkSession started on first use: a run whose models all find nothing to do from the
+    state store and the files (``compiler.watch``) never pays Spark's start-up."""
+
+    def __init__(self, start: Callable[[], "SparkSession"]):
+        self._start, self._session, self._lock = start, None, threading.Lock()
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    def session(self) -> "SparkSession":
+        with self._lock:
+            if self._session is None:
+                self._session = self._start()
+            return self._session
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session(), name)

@@ -177,6 +177,14 @@ class StateStore(ABC):
     def log_step(self, row: StepLogRow) -> None: ...
 
     @abstractmethod
+    def get_watch(self, topic: str) -> str | None:
+        """The topic's recorded watch (``compiler.watch``), if any."""
+
+    @abstractmethod
+    def put_watch(self, topic: str, watch: str) -> None:
+        """Record what the topic's inputs looked like when it last had nothing to do."""
+
+    @abstractmethod
     def steps(self, topic: str, limit: int = 20) -> list[StepLogRow]:
         """The topic's latest step log rows, newest first."""
 
@@ -250,6 +258,7 @@ class SqliteStateStore(StateStore):
                                        hint="use letters, digits and _", code="bad-value"))
         self.path = Path(path)
         self.offsets_table, self.step_log_table = offsets_table, step_log_table
+        self.watch_table = f"{offsets_table}_watch"  # named after the offsets: stores sharing a file stay apart
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._write() as db:
             db.execute(f"""CREATE TABLE IF NOT EXISTS {offsets_table} (
@@ -261,6 +270,7 @@ class SqliteStateStore(StateStore):
                 last TEXT, next TEXT, min_pos TEXT, max_pos TEXT, max_lag_seconds REAL, nulls TEXT NOT NULL,
                 query_id TEXT NOT NULL, seconds REAL NOT NULL, consumer TEXT NOT NULL)""")
             db.execute(f"CREATE INDEX IF NOT EXISTS {step_log_table}_topic ON {step_log_table} (topic, id)")
+            db.execute(f"CREATE TABLE IF NOT EXISTS {self.watch_table} (topic TEXT PRIMARY KEY, watch TEXT NOT NULL)")
 
     # -- connections ---------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -361,6 +371,16 @@ class SqliteStateStore(StateStore):
         with self._write() as db:
             db.execute(f"UPDATE {self.offsets_table} SET last = NULL, next = NULL, rows = 0, state = 'reset' WHERE topic = ?",
                        (topic,))
+            db.execute(f"DELETE FROM {self.watch_table} WHERE topic = ?", (topic,))
+
+    def get_watch(self, topic: str) -> str | None:
+        rows = self._read(f"SELECT watch FROM {self.watch_table} WHERE topic = ?", (topic,))
+        return rows[0]["watch"] if rows else None
+
+    def put_watch(self, topic: str, watch: str) -> None:
+        with self._write() as db:
+            db.execute(f"INSERT INTO {self.watch_table} (topic, watch) VALUES (?, ?) "
+                       "ON CONFLICT (topic) DO UPDATE SET watch = excluded.watch", (topic, watch))
 
     def log_step(self, row: StepLogRow) -> None:
         with self._write() as db:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Callable
 
+from . import watch
 from .compile import Manifest, Model
 from .errors import MvflowError, Problem, RunError
 from .fact import FactPlan, fact, stats_query, step_id
@@ -45,6 +46,7 @@ def utc_now() -> datetime:
 class StepOptions:
     max_steps: int | None = None
     full_refresh: bool = False
+    file_check: bool = True  # first ask compiler.watch whether anything moved, without Spark
     lease_ttl_seconds: float = 600.0
     holder: str = field(default_factory=default_holder)
     clock: Callable[[], datetime] = utc_now
@@ -132,11 +134,21 @@ def run_fact(spark: "SparkSession", manifest: Manifest, model: Model, store: Sta
     result = Result(model.name, "fact", "success", rows=0, started_at=options.clock().isoformat(timespec="seconds"))
     try:
         plan = fact(manifest, model)
+        spec = watch.fact_spec(plan)
+        seen = watch.is_idle(store, spec, options.clock()) if options.file_check and not options.full_refresh else None
+        if seen is not None:
+            result.message = _idle_message(store.get(plan.topic).state, seen, options.clock(), plan.delay_seconds)
+            result.seconds = time.monotonic() - started
+            return result
         lease = store.acquire(plan.topic, options.holder, options.lease_ttl_seconds, options.clock())
     except MvflowError as exc:
         return _failed(result, exc, started)
     try:
-        _Stepper(spark, manifest, plan, store, lease, options, echo, result).run()
+        observed = watch.observe(spark, store, spec)
+        stepper = _Stepper(spark, manifest, plan, store, lease, options, echo, result)
+        stepper.run()
+        if stepper.settled:
+            watch.record(store, spec, observed, stepper.ready_at)
     except MvflowError as exc:
         _failed(result, exc, started)
     except Exception as exc:  # noqa: BLE001 - a failing model must not stop the others
@@ -145,6 +157,14 @@ def run_fact(spark: "SparkSession", manifest: Manifest, model: Model, store: Sta
         store.release(lease)
     result.seconds = time.monotonic() - started
     return result
+
+
+def _idle_message(state: str, seen: watch.Watch, now: datetime, delay_seconds: int) -> str:
+    """The reason recorded by the last check; a wait for the delay is re-told for ``now``."""
+    if seen.ready_at and state.startswith("waiting for the delay"):
+        first = datetime.fromisoformat(seen.ready_at) - timedelta(seconds=delay_seconds)
+        state = waiting_reason(Gate(_naive(now) - timedelta(seconds=delay_seconds), "delay"), first, delay_seconds)
+    return f"{state} (no input file or upstream offset moved)"
 
 
 def _failed(result: Result, exc: MvflowError, started: float) -> Result:
@@ -159,6 +179,8 @@ class _Stepper:
         self.spark, self.manifest, self.plan, self.store = spark, manifest, plan, store
         self.lease, self.options, self.echo, self.result = lease, options, echo, result
         self.steps = 0
+        self.settled = False  # the run ended with nothing to do until an input moves or ready_at
+        self.ready_at: datetime | None = None
 
     def run(self) -> None:
         plan, store = self.plan, self.store
@@ -238,15 +260,19 @@ class _Stepper:
     def plan_next(self, last, now: datetime):
         """(next, first position) of a new step, or None after recording why nothing is ready."""
         plan = self.plan
-        gate_ = gate(_naive(now), plan.delay_seconds, [self.freshness(d) for d in plan.depends_on])
+        freshness = [self.freshness(d) for d in plan.depends_on]
+        gate_ = gate(_naive(now), plan.delay_seconds, freshness)
         if gate_.blocked:
             self.note(gate_.blocked)
+            self.settled, self.ready_at = True, None  # only a dependency moving can unblock it
             return None
         ready = self.range(last, _text(gate_.upto))
         if ready["rows"] == 0:
             pending = self.range(last, FAR_FUTURE)
             first = _time_of(_position(pending, "lo", plan.position)) if pending["rows"] else None
             self.note(waiting_reason(gate_, first, plan.delay_seconds))
+            if first is not None or not pending["rows"]:
+                self.settled, self.ready_at = True, ready_at(first, plan.delay_seconds, freshness)
             return None
         first = _position(ready, "lo", plan.position)
         if ready["rows"] <= plan.maxstep:
@@ -276,6 +302,21 @@ class _Stepper:
     def stats(self, step: int) -> dict:
         text = self.plan.stats_sql or stats_query(self.plan.relation, self.spark.table(self.plan.relation).columns)
         return self.spark.sql(text, args={"step": step}).collect()[0].asDict()
+
+
+def ready_at(first_pending: datetime | None, delay_seconds: int, freshness: list[Freshness]) -> datetime | None:
+    """When time alone can make the oldest pending row ready, if the dependencies stay as they
+    are: ``now - delay`` must pass it; a dependency not past it blocks it until it moves (None).
+
+    >>> row = datetime(2026, 1, 1, 12, 0)
+    >>> ready_at(row, 60, [Freshness("stage.payments", datetime(2026, 1, 1, 12, 5))])
+    datetime.datetime(2026, 1, 1, 12, 1)
+    >>> ready_at(row, 60, [Freshness("stage.payments", datetime(2026, 1, 1, 11, 0))]) is None
+    True
+    """
+    if first_pending is None or any(f.time is not None and f.time <= first_pending for f in freshness):
+        return None
+    return first_pending + timedelta(seconds=delay_seconds)
 
 
 def _mv_freshness(label: str, name: str, offsets: list[Offset]) -> Freshness:

@@ -167,6 +167,16 @@ def test_reset_forgets_positions_but_keeps_the_fence(store):
     assert store.get("orders").last == POS2
 
 
+def test_watch_is_replaced_by_the_next_and_forgotten_on_reset(store):
+    assert store.get_watch("orders") is None
+    store.put_watch("orders", '{"a": 1}')
+    store.put_watch("orders", '{"a": 2}')
+    store.put_watch("other", '{"b": 1}')
+    assert (store.get_watch("orders"), store.get_watch("other")) == ('{"a": 2}', '{"b": 1}')
+    store.reset("orders")
+    assert (store.get_watch("orders"), store.get_watch("other")) == (None, '{"b": 1}')
+
+
 def test_offsets_lists_topics_sorted(store):
     for topic in ("b", "a", "c"):
         store.acquire(topic, "r", 60, at(0))

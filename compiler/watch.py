@@ -1,0 +1,195 @@
+"""Telling that an ``mv`` or ``fact`` model has nothing to do without starting Spark.
+
+When a run leaves an incremental model with nothing pending, its runner records a *watch* in
+the state store: a listing (names, sizes, modification times) of the files under every table
+whose change could give the model work, the positions of the topics it waits on, a hash of its
+SQL and, for a fact waiting on its delay, the time its oldest pending row becomes ready. The next
+run compares them first: if all are as recorded, the model is up to date and its runner returns
+before touching Spark, so a run with nothing to do does not even start a SparkSession.
+
+The listing is taken *before* the run reads the data, so a change that lands while it runs
+shows up as a different listing next time. Anything the check cannot see answers "don't know",
+and the runner asks Spark as before: a table that is not a directory on this machine's file
+system (``s3a://``, ``hdfs://``), a view that is not a project model, no recorded watch. Not
+seen: a table dropped and re-created *elsewhere* outside mvflow while its old files stay
+(an external table moved with ``SET LOCATION``); ``run --full-refresh`` never uses the watch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlparse
+
+from .materialize import SLOTS, slot_table
+from .state import StateStore, encode_position
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from .fact import FactPlan
+    from .mv import MvPlan
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a model's progress depends on: its topic, tables, other topics, SQL."""
+
+    topic: str
+    sql: str  # a hash of everything compiled that decides the model's work
+    tables: tuple[str, ...]
+    topics: tuple[str, ...] = ()  # exact topic names (upstream facts, MV inputs of MVs)
+    prefixes: tuple[str, ...] = ()  # every topic starting with one of these (an MV's input topics)
+
+
+@dataclass
+class Watch:
+    """The recorded picture; ``ready_at`` (UTC, naive ISO) is when time alone may make work."""
+
+    last: str | None
+    sql: str
+    tables: dict[str, list[str]] = field(default_factory=dict)  # relation → [location, listing hash]
+    topics: dict[str, str | None] = field(default_factory=dict)
+    ready_at: str | None = None
+
+    def dump(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def parse(cls, text: str | None) -> "Watch | None":
+        try:
+            data = json.loads(text) if text else None
+            return cls(**data) if isinstance(data, dict) else None
+        except (TypeError, ValueError):
+            return None
+
+
+def mv_spec(plan: "MvPlan", definition: str) -> Spec:
+    """An MV waits on its inputs' tables (a table model's two slots) and on upstream MVs' topics."""
+    tables: list[str] = []
+    topics: list[str] = []
+    for info in plan.inputs.values():
+        if info.mode == "mv":
+            topics.append(info.id)
+        elif info.mode == "table":
+            tables += [slot_table(info.relation, slot) for slot in SLOTS]
+        else:
+            tables += [info.relation, *([info.feed] if info.feed else [])]
+    return Spec(plan.topic(), definition, tuple(sorted(set(tables))), tuple(sorted(topics)))
+
+
+def fact_spec(plan: "FactPlan") -> Spec:
+    """A fact waits on its main source, the sources it depends on, and upstream facts' and MVs' topics."""
+    return Spec(
+        plan.topic, sql_hash(repr(plan)),
+        tables=tuple(sorted({plan.source, *(d.name for d in plan.depends_on if d.kind == "source")})),
+        topics=tuple(sorted(d.name for d in plan.depends_on if d.kind == "fact")),
+        prefixes=tuple(sorted(f"{d.name}:" for d in plan.depends_on if d.kind == "mv")))
+
+
+def sql_hash(*parts: str) -> str:
+    """
+    >>> sql_hash("SELECT 1") == sql_hash("SELECT 1") != sql_hash("SELECT 2")
+    True
+    """
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def is_idle(store: StateStore, spec: Spec, now: datetime) -> Watch | None:
+    """The recorded watch if nothing the model depends on moved since it was recorded, else None."""
+    watch = Watch.parse(store.get_watch(spec.topic))
+    offset = store.get(spec.topic)
+    if watch is None or offset is None or offset.in_flight or _encoded(offset.last) != watch.last:
+        return None
+    if watch.sql != spec.sql or sorted(watch.tables) != sorted(spec.tables):
+        return None
+    if watch.ready_at is not None and _utc_naive(now) >= datetime.fromisoformat(watch.ready_at):
+        return None
+    if _topic_positions(store, spec) != watch.topics:
+        return None
+    return watch if all(listing(location) == seen for location, seen in watch.tables.values()) else None
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the inputs looked like before a run read them; ``None`` tables: cannot be watched."""
+
+    tables: dict[str, list[str]] | None
+    topics: dict[str, str | None]
+
+
+def observe(spark: "SparkSession", store: StateStore, spec: Spec) -> Observed:
+    """List every table's files (locations from the catalog) and read the topics, before the run."""
+    tables: dict[str, list[str]] | None = {}
+    for relation in spec.tables:
+        location = local_location(spark, relation)
+        if location is None:
+            tables = None
+            break
+        tables[relation] = [location, listing(location)]
+    return Observed(tables, _topic_positions(store, spec))
+
+
+def record(store: StateStore, spec: Spec, observed: Observed, ready_at: datetime | None = None) -> None:
+    """Record the watch after a run left the model with nothing to do (what ``observed`` saw)."""
+    if observed.tables is None:
+        return
+    offset = store.get(spec.topic)
+    if offset is None or offset.in_flight:
+        return
+    when = _utc_naive(ready_at).isoformat() if ready_at is not None else None
+    store.put_watch(spec.topic, Watch(_encoded(offset.last), spec.sql, observed.tables, observed.topics, when).dump())
+
+
+def local_location(spark: "SparkSession", relation: str) -> str | None:
+    """The directory holding a table's files, if it is on this machine's file system."""
+    if not spark.catalog.tableExists(relation):
+        return None
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {relation}").collect()
+    details = {row["col_name"]: row["data_type"] for row in rows}
+    if details.get("Type") == "VIEW" or not details.get("Location"):
+        return None
+    url = urlparse(details["Location"])
+    return unquote(url.path) if url.scheme in ("", "file") else None
+
+
+def listing(location: str) -> str:
+    """A hash of every file under ``location``: relative path, size, modification time.
+
+    >>> import tempfile; d = tempfile.mkdtemp()
+    >>> before = listing(d); _ = Path(d, "part-0.parquet").write_text("x")
+    >>> before == listing(d), listing(d) == listing(d)
+    (False, True)
+    """
+    digest = hashlib.sha256()
+    root = Path(location)
+    if not root.is_dir():
+        return "missing"
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(folder, name)
+            try:
+                stat = path.stat()
+            except FileNotFoundError:  # removed while listing: the listing differs anyway
+                continue
+            digest.update(f"{path.relative_to(root)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:24]
+
+
+def _topic_positions(store: StateStore, spec: Spec) -> dict[str, str | None]:
+    return {o.topic: _encoded(o.last) + "|" + _encoded(o.next) for o in store.offsets()
+            if o.topic in spec.topics or any(o.topic.startswith(prefix) for prefix in spec.prefixes)}
+
+
+def _encoded(position) -> str:
+    return encode_position(position) or ""
+
+
+def _utc_naive(value: datetime) -> datetime:
+    return value.astimezone(timezone.utc).replace(tzinfo=None) if value.tzinfo else value
