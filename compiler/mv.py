@@ -201,16 +201,19 @@ class _Input:
 
 
 def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
-    """Every table the MV may read, by relation name."""
+    """Every table the MV reads, by relation name (only those: a project has many)."""
+    reads = {name for name, _ in model.tables_read} or None  # None: not known, take everything
     catalog: dict[str, _Input] = {}
     for source in manifest.sources.values():
+        if reads is not None and source.id.lower() not in reads:
+            continue
         columns = tuple(c.name for c in source.columns) or None
         catalog[source.id.lower()] = _Input(
             source.id, source.id.lower(), source.change_mode, tuple(source.primary_key), columns,
             position=tuple(source.changes.position if source.changes else source.position),
             feed=source.changes.table if source.changes else None)
     for other in manifest.models.values():
-        if other.name == model.name:
+        if other.name == model.name or (reads is not None and other.relation not in reads):
             continue
         kind = other.kind.name
         mode = kind if kind in ("table", "mv") else None
