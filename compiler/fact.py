@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+import sqlglot
 from sqlglot import exp
 
 from .compile import Manifest, Model
@@ -56,8 +57,10 @@ class FactPlan:
     step: str  # the model's SELECT restricted to (last, next]
     create: tuple[str, ...]  # the schema and the table, on the first step
     insert: str
-    range_sql: str  # rows, first and last position in (last, upto)
-    cut_sql: str  # the maxstep-th position after last
+    insert_observed: str  # the same write from the step's rows as a DataFrame, ``{rows}`` (see steps.py)
+    next_sql: str  # the first maxstep ready rows after last: how many, the first, the last (= next)
+    range_sql: str  # rows and first position in (last, upto): why nothing is ready
+    freshness_sql: str | None  # the newest time of every source in depends_on, one column each
     stats_sql: str | None  # rows and null counts of a written step (None: columns unknown)
     before: tuple[str, ...] = ()
     after: tuple[str, ...] = ()
@@ -96,8 +99,10 @@ def fact(manifest: Manifest, model: Model) -> FactPlan:
         step=pretty(step),
         create=(f"CREATE DATABASE IF NOT EXISTS {model.schema}", _create(model)),
         insert=f"INSERT OVERWRITE TABLE {model.relation} PARTITION ({STEP_COLUMN} = :step)\n{pretty(step)}",
+        insert_observed=f"INSERT OVERWRITE TABLE {model.relation} PARTITION ({STEP_COLUMN} = :step)\nSELECT * FROM {{rows}}",
+        next_sql=pretty(_next_query(source.id, source.position, types, kind.maxstep)),
         range_sql=pretty(_range_query(source.id, source.position, types)),
-        cut_sql=pretty(_cut_query(source.id, source.position, types, kind.maxstep)),
+        freshness_sql=freshness_query(depends),
         stats_sql=stats_query(model.relation, model.columns) if model.columns else None,
         before=_hooks(model.config.get("before")),
         after=_hooks(model.config.get("after")),
@@ -148,7 +153,9 @@ def step_script(plan: FactPlan) -> str:
         lines += ["", f"-- {purpose}"] if purpose else [""]
         lines.append(sql.rstrip() + ";")
     if plan.stats_sql:
-        lines += ["", "-- step log: rows and null counts of the written step", plan.stats_sql + ";"]
+        lines += ["", "-- step log: rows and null counts of the written step, observed while it is written (Spark's",
+                  "-- observed metrics on the SELECT above); read back with this query when not delivered or",
+                  "-- when after hooks ran", plan.stats_sql + ";"]
     return "\n".join(lines) + "\n"
 
 
@@ -159,16 +166,18 @@ def bounds_script(plan: FactPlan) -> str:
         f"-- :upto = min(now - delay {plan.delay_seconds}s, freshness of "
         + (", ".join(d.label() for d in plan.depends_on) or "nothing else") + ")",
         "",
-        "-- rows ready after last: if no more than maxstep, next = the last of them",
-        plan.range_sql + ";",
+        f"-- next = the last of the first {plan.maxstep} rows ready after last (a bounded top-N, not a full sort)",
+        plan.next_sql + ";",
         "",
-        f"-- otherwise next = the position of the {plan.maxstep}th row after last (a bounded top-N, not a full sort)",
-        plan.cut_sql + ";",
+        "-- when no row is ready: the first row after last at any time (:upto = 9999-12-31), to say what it waits for",
+        plan.range_sql + ";",
     ]
+    if plan.freshness_sql:
+        labels = ", ".join(d.label() for d in plan.depends_on if d.freshness_sql)
+        lines += ["", f"-- freshness of {labels}: once per run, again when it is what holds the steps back",
+                  plan.freshness_sql + ";"]
     for dep in plan.depends_on:
-        if dep.freshness_sql:
-            lines += ["", f"-- freshness of {dep.label()}", dep.freshness_sql + ";"]
-        else:
+        if not dep.freshness_sql:
             lines += ["", f"-- freshness of {dep.label()}: its committed position in the state store"]
     return "\n".join(lines) + "\n"
 
@@ -300,26 +309,28 @@ def _as_text(name: str, type_: str | None, table: str | None = None) -> exp.Expr
     return exp.alias_(column, name)
 
 
-def _range_query(relation: str, position: tuple[str, ...], types) -> exp.Select:
+def _bounds(rows: exp.Select, position: tuple[str, ...], types, bounds: tuple[str, ...]) -> exp.Select:
+    """Count of ``rows`` and their lowest/highest position, as ``rows``, ``lo_<col>``, ``hi_<col>``."""
     struct = lambda: exp.func("STRUCT", *[exp.column(c) for c in position])  # noqa: E731
-    inner = exp.select(
-        exp.alias_(exp.func("COUNT", exp.Star()), exp.to_identifier("rows", quoted=True)),
-        exp.alias_(exp.func("MIN", struct()), "lo"),
-        exp.alias_(exp.func("MAX", struct()), "hi"),
-    ).from_(relation).where(_ready(position, types))
+    aggregates = {"lo": "MIN", "hi": "MAX"}
+    inner = rows.select(exp.alias_(exp.func("COUNT", exp.Star()), exp.to_identifier("rows", quoted=True)),
+                        *[exp.alias_(exp.func(aggregates[b], struct()), b) for b in bounds], copy=False)
     outputs = [exp.column("rows", quoted=True)]
-    for bound in ("lo", "hi"):
-        for c, t in zip(position, types):
-            text = _as_text(c, t, bound)
-            outputs.append(exp.alias_(text.this, f"{bound}_{c}"))
+    for bound in bounds:
+        outputs += [exp.alias_(_as_text(c, t, bound).this, f"{bound}_{c}") for c, t in zip(position, types)]
     return exp.select(*outputs).from_(inner.subquery("r"))
 
 
-def _cut_query(relation: str, position: tuple[str, ...], types, maxstep: int) -> exp.Select:
+def _range_query(relation: str, position: tuple[str, ...], types) -> exp.Select:
+    return _bounds(exp.select().from_(relation).where(_ready(position, types)), position, types, ("lo",))
+
+
+def _next_query(relation: str, position: tuple[str, ...], types, maxstep: int) -> exp.Select:
+    """One query for the step's bounds: the first ``maxstep`` ready rows after last (a top-N,
+    not a full sort); the last of them is ``next``, whether the backlog is bigger or not."""
     first = (exp.select(*[exp.column(c) for c in position]).from_(relation).where(_ready(position, types))
              .order_by(*[exp.column(c) for c in position]).limit(maxstep))
-    return (exp.select(*[_as_text(c, t) for c, t in zip(position, types)]).from_(first.subquery("first_rows"))
-            .order_by(*[exp.Ordered(this=exp.column(c), desc=True) for c in position]).limit(1))
+    return _bounds(exp.select().from_(first.subquery("ready_rows")), position, types, ("lo", "hi"))
 
 
 def _create(model: Model) -> str:
@@ -367,6 +378,32 @@ def _freshness_sql(source) -> str | None:
     if type_ is not None and not type_.lower().startswith(_TIME_TYPES):
         return None
     return pretty(exp.select(exp.alias_(exp.cast(exp.func("MAX", exp.column(column)), "string"), "newest")).from_(table))
+
+
+def freshness_query(dependencies) -> str | None:
+    """One query for the newest time of every source dependency, a column each in their order
+    (one job per source, run side by side, one round trip); None when no source is among them.
+
+    >>> deps = [Dependency("s.a", "source", freshness_sql="SELECT MAX(t) AS newest FROM s.a"),
+    ...         Dependency("m", "mv"), Dependency("s.b", "source", freshness_sql="SELECT MAX(u) AS newest FROM s.b")]
+    >>> print(freshness_query(deps))
+    SELECT
+      (
+        SELECT
+          MAX(t) AS newest
+        FROM s.a
+      ) AS newest_0,
+      (
+        SELECT
+          MAX(u) AS newest
+        FROM s.b
+      ) AS newest_1
+    """
+    queries = [d.freshness_sql for d in dependencies if d.freshness_sql]
+    if len(queries) <= 1:
+        return queries[0] if queries else None
+    columns = [exp.alias_(sqlglot.parse_one(q, dialect="spark").subquery(), f"newest_{i}") for i, q in enumerate(queries)]
+    return pretty(exp.select(*columns))
 
 
 # -- helpers ---------------------------------------------------------------------------------

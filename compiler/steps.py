@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Callable
 from . import watch
 from .compile import Manifest, Model
 from .errors import MvflowError, Problem, RunError
-from .fact import FactPlan, fact, stats_query, step_id
+from .fact import STEP_COLUMN, FactPlan, fact, stats_query, step_id
 from .run import Result, _spark_message
 from .state import Lease, Offset, StateStore, StepLogRow, default_holder
 
@@ -181,6 +181,8 @@ class _Stepper:
         self.steps = 0
         self.settled = False  # the run ended with nothing to do until an input moves or ready_at
         self.ready_at: datetime | None = None
+        self.table_ready = False  # the fact table is known to exist (asked once per run)
+        self.source_times: dict[str, Freshness] | None = None  # kept for the run: see plan_next
 
     def run(self) -> None:
         plan, store = self.plan, self.store
@@ -227,22 +229,24 @@ class _Stepper:
         group = f"mvflow:{plan.topic}:{step}:{uuid.uuid4().hex[:8]}"
         self.spark.sparkContext.setJobGroup(group, f"mvflow fact step {plan.topic}", interruptOnCancel=False)
         try:
-            if not self.spark.catalog.tableExists(plan.relation):
+            if not self.table_ready and not self.spark.catalog.tableExists(plan.relation):
                 schema, table = plan.create
                 if not self.spark.catalog.databaseExists(plan.relation.split(".")[0]):
                     self.sql(schema, params)  # only when missing: Hive logs an ERROR for an existing one
                 self.sql(table, params)
+            self.table_ready = True
             for hook in plan.before:
                 self.sql(hook, params)
             checkpoint("writing")
-            self.sql(plan.insert, params)
+            stats = self.write(params)
             for hook in plan.after:
                 self.sql(hook, params)
             checkpoint("written")
-            stats = self.stats(step)
+            if stats is None or plan.after:  # after hooks may change the partition: count what they left
+                stats = self.stats(step)
         finally:
             self.spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
-        rows = int(stats.pop("rows"))
+        rows, nulls = stats
         self.store.commit(self.lease, next_, rows, "ok", clock())
         checkpoint("committed")
         self.steps += 1
@@ -250,7 +254,7 @@ class _Stepper:
         lag = (_naive(now) - _time_of(first or next_)).total_seconds() if _time_of(first or next_) else None
         self.store.log_step(StepLogRow(
             plan.topic, now, rows, last=last, next=next_, min_pos=first, max_pos=next_, max_lag_seconds=lag,
-            nulls={k: int(v) for k, v in stats.items() if v}, query_id=group,
+            nulls={k: int(v) for k, v in nulls.items() if v}, query_id=group,
             seconds=round(time.monotonic() - began, 3), consumer=self.lease.holder))
         self.echo(f"  {plan.topic}: step {self.steps}{' (redo)' if redo else ''} ({_show(last)}, {_show(next_)}] "
                   f"{rows:,} rows in {time.monotonic() - began:.1f}s")
@@ -260,13 +264,16 @@ class _Stepper:
     def plan_next(self, last, now: datetime):
         """(next, first position) of a new step, or None after recording why nothing is ready."""
         plan = self.plan
-        freshness = [self.freshness(d) for d in plan.depends_on]
-        gate_ = gate(_naive(now), plan.delay_seconds, freshness)
+        kept = self.source_times is not None
+        freshness, gate_, ready = self.bounds(last, now)
+        if kept and gate_.limit in self.source_times and (gate_.blocked or not ready["rows"]):
+            # the sources' freshness kept from an earlier step of this run holds the step back: ask again
+            self.source_times = None
+            freshness, gate_, ready = self.bounds(last, now)
         if gate_.blocked:
             self.note(gate_.blocked)
             self.settled, self.ready_at = True, None  # only a dependency moving can unblock it
             return None
-        ready = self.range(last, _text(gate_.upto))
         if ready["rows"] == 0:
             pending = self.range(last, FAR_FUTURE)
             first = _time_of(_position(pending, "lo", plan.position)) if pending["rows"] else None
@@ -274,12 +281,19 @@ class _Stepper:
             if first is not None or not pending["rows"]:
                 self.settled, self.ready_at = True, ready_at(first, plan.delay_seconds, freshness)
             return None
-        first = _position(ready, "lo", plan.position)
-        if ready["rows"] <= plan.maxstep:
-            return _position(ready, "hi", plan.position), first
-        args = {**_bind(plan.markers("last"), last), "upto": _text(gate_.upto)}
-        row = self.spark.sql(plan.cut_sql, args=args).collect()[0]
-        return tuple(row[c] for c in plan.position), first
+        return _position(ready, "hi", plan.position), _position(ready, "lo", plan.position)
+
+    def bounds(self, last, now: datetime) -> tuple[list[Freshness], Gate, dict | None]:
+        """The dependencies' freshness, the gate, and the first ``maxstep`` ready rows (None: blocked).
+
+        A source's freshness is asked once per run (one query for all sources): it only grows,
+        so a value kept from an earlier step can only make a step smaller, never wrong."""
+        freshness = [self.freshness(d) for d in self.plan.depends_on]
+        gate_ = gate(_naive(now), self.plan.delay_seconds, freshness)
+        if gate_.blocked:
+            return freshness, gate_, None
+        args = {**_bind(self.plan.markers("last"), last), "upto": _text(gate_.upto)}
+        return freshness, gate_, self.spark.sql(self.plan.next_sql, args=args).collect()[0].asDict()
 
     def range(self, last, upto: str) -> dict:
         args = {**_bind(self.plan.markers("last"), last), "upto": upto}
@@ -288,8 +302,11 @@ class _Stepper:
     def freshness(self, dep) -> Freshness:
         label = dep.label()
         if dep.kind == "source":
-            newest = self.spark.sql(dep.freshness_sql).collect()[0]["newest"]
-            return Freshness(label, _parse(newest), "no rows yet")
+            if self.source_times is None:
+                row = self.spark.sql(self.plan.freshness_sql).collect()[0]
+                sources = [d.label() for d in self.plan.depends_on if d.freshness_sql]
+                self.source_times = {k: Freshness(k, _parse(v), "no rows yet") for k, v in zip(sources, row)}
+            return self.source_times[label]
         if dep.kind == "fact":
             offset = self.store.get(dep.name)
             when = _time_of(offset.last) if offset and offset.last else None
@@ -299,9 +316,29 @@ class _Stepper:
     def sql(self, text: str, params: dict) -> None:
         self.spark.sql(text, args={k: v for k, v in params.items() if f":{k}" in text} or None)
 
-    def stats(self, step: int) -> dict:
+    def write(self, params: dict) -> tuple[int, dict] | None:
+        """Run ``plan.insert`` with the step's rows and null counts observed while it writes
+        (Spark's observed metrics, no second pass); None when Spark did not deliver them."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        rows = self.spark.sql(self.plan.step, args={k: v for k, v in params.items() if f":{k}" in self.plan.step})
+        columns = [c for c in rows.columns if c != STEP_COLUMN]
+        observation = Observation(f"mvflow_step_{uuid.uuid4().hex}")
+        metrics = [F.count(F.lit(1)).alias("m0")] + [
+            F.count_if(F.col(_quoted(c)).isNull()).alias(f"m{i}") for i, c in enumerate(columns, 1)]
+        self.spark.sql(self.plan.insert_observed, args={"step": params["step"]}, rows=rows.observe(observation, *metrics))
+        # Spark 4 completes the observation when the command returns; never block on one it did not
+        if not observation._jo.future().isCompleted():
+            return None
+        values = observation.get
+        return int(values["m0"]), {c: values[f"m{i}"] for i, c in enumerate(columns, 1)}
+
+    def stats(self, step: int) -> tuple[int, dict]:
+        """Rows and null counts per column of the written step, read back from its partition."""
         text = self.plan.stats_sql or stats_query(self.plan.relation, self.spark.table(self.plan.relation).columns)
-        return self.spark.sql(text, args={"step": step}).collect()[0].asDict()
+        row = self.spark.sql(text, args={"step": step}).collect()[0]
+        return int(row[0]), dict(zip(row.__fields__[1:], row[1:]))
 
 
 def ready_at(first_pending: datetime | None, delay_seconds: int, freshness: list[Freshness]) -> datetime | None:
@@ -330,6 +367,10 @@ def _mv_freshness(label: str, name: str, offsets: list[Offset]) -> Freshness:
         return Freshness(label, max(times))
     runs = [o.run for o in inputs if o.run is not None]
     return Freshness(label, _naive(max(runs)) if runs else None, "never refreshed")
+
+
+def _quoted(column: str) -> str:
+    return "`" + column.replace("`", "``") + "`"
 
 
 def _position(row: dict, prefix: str, position) -> tuple:

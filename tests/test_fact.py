@@ -121,7 +121,7 @@ def test_step_sql_restricts_the_main_alias_to_last_next(env):
     assert "e.ts > CAST(:last_ts AS TIMESTAMP)" in plan.step
     assert "e.id <= CAST(:next_id AS BIGINT)" in plan.step
     assert f"PARTITION ({STEP_COLUMN} = :step)" in plan.insert
-    assert "LIMIT 3" in plan.cut_sql and "ts < CAST(:upto AS TIMESTAMP)" in plan.range_sql
+    assert "LIMIT 3" in plan.next_sql and "ts < CAST(:upto AS TIMESTAMP)" in plan.next_sql
     assert fact(env.manifest, model) == plan, "deterministic"
 
 
@@ -225,6 +225,31 @@ def test_depends_on_a_source_holds_steps_back(spark, make_project):
     assert result.rows == 0 and f"waiting for {env.src}.payments, 0s behind (caught up to {_ts(2)})" in result.message
     spark.sql(f"INSERT INTO {env.src}.payments VALUES (2, TIMESTAMP'{_ts(60)}')")
     assert env.run().rows == 5 and env.fact_rows() == env.oracle()
+
+
+def test_source_freshness_is_kept_for_the_run_and_asked_again_when_it_holds_steps_back(spark, make_project):
+    env = Env(spark, make_project, extra=", depends_on=['{src}.payments']")  # maxstep 3
+    env.add_events(1, 8)  # ts = T0, T0+1m, T0+1m, T0+2m, ... T0+4m
+    payments = f"{env.src}.payments"
+    spark.sql(f"INSERT INTO {payments} VALUES (1, TIMESTAMP'{_ts(2)}')")
+
+    def after_first_commit(payment: str):
+        done = []
+
+        def checkpoint(point: str) -> None:
+            if point == "committed" and not done:
+                done.append(point)
+                spark.sql(f"INSERT OVERWRITE TABLE {payments} VALUES (2, TIMESTAMP'{payment}')")
+        return checkpoint
+
+    # payments move on during the step: the kept freshness stops the next step, so it is asked again
+    result = env.run(checkpoint=after_first_commit(_ts(60)))
+    assert result.rows == 8 and "3 step(s)" in result.message and env.fact_rows() == env.oracle()
+
+    # a freshness that went back (only a test can do that) is not seen before the next run
+    env.add_events(9, 4, minutes=10)  # ts = T0+14m .. T0+16m
+    result = env.run(checkpoint=after_first_commit(_ts(15)))
+    assert result.rows == 4 and "2 step(s)" in result.message
 
 
 def test_unbuilt_mv_dependency_waits_until_refreshed(spark, make_project):
