@@ -30,4 +30,5 @@ def p3(options, report: Report, echo=print) -> None:
 
     quick = getattr(options, "quick", False)
     runs = 1 if quick else (getattr(options, "runs", None) or 3)
-    p3_step.run(p3_step.Options(runs=runs, scale=0.1 if quick else 1.0), report, echo)
+    scale = getattr(options, "p3_scale", None)  # None: a backlog of full maxstep steps
+    p3_step.run(p3_step.Options(runs=runs, scale=scale, maxstep=500 if quick else p3_step.MAXSTEP), report, echo)
