@@ -12,6 +12,7 @@ import difflib
 import hashlib
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 import networkx as nx
@@ -166,7 +167,7 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
     renderer = _attempt(problems, Renderer, project, cache.jinja() if cache is not None else None)
     if renderer is None:
         problems.raise_if_any()
-    models, templates, unusable = _collect_models(project, renderer, docs, database, problems)
+    models, templates, unusable = _collect_models(project, renderer, docs, database, problems, cache)
     warnings = _check_model_defaults(project, problems)
     graph = _graph(models, sources, unusable, problems)
     _render_final(models, templates, renderer, sources or {}, problems)
@@ -189,47 +190,73 @@ def _attempt(problems: ProblemList, step, *args):
         return None
 
 
-def _collect_models(project: Project, renderer: Renderer, docs: dict[str, LineDict], database: str, problems: ProblemList):
+def _collect_models(project: Project, renderer: Renderer, docs: dict[str, LineDict], database: str,
+                    problems: ProblemList, cache: CompileCache | None = None):
     """Render every model file once for its config and calls.
 
     Returns the enabled models, their templates, and the names that cannot be referenced
     (name → why: failed to compile, or disabled) so that refs to them are not reported as unknown.
+    On large projects a forked child compiles the second half of the templates into the cache's
+    Jinja bytecode meanwhile, so the parent only loads them (Jinja compilation is its costliest step).
     """
     models: dict[str, Model] = {}
     templates = {}
     unusable: dict[str, str] = {}
     files: dict[str, str] = {}
-    for path in project.files("models", (".sql",)):
-        display = project.relative(path)
-        name = path.stem
-        if name in files:
-            problems.add(Problem(f"duplicate model name '{name}' (also {files[name]})", display, 1,
-                                 hint="model names are file names and must be unique: rename one file", code="duplicate-model"))
-            continue
-        files[name] = display
-        if not _IDENTIFIER.fullmatch(name):
-            problems.add(Problem(f"model name '{name}' (the file name) is not a valid table name", display, 1,
-                                 hint="rename the file with letters, digits and _ only", code="bad-name"))
-            unusable[name] = "broken"
-            continue
-        try:
-            template = renderer.template(path)
-            first = renderer.render(template, this=f"{database}.{name}")
-            model = _model(project, display, name, first, docs.get(name), database)
-        except CompileError as exc:
-            problems.extend(exc)
-            unusable[name] = "broken"
-            continue
-        if model is None:
-            unusable[name] = "disabled"
-            continue
-        models[name] = model
-        templates[name] = template
+    paths = list(project.files("models", (".sql",)))
+    ahead = paths[len(paths) // 2:] if cache is not None and worth_forking(len(paths)) else []
+    with Background(lambda: _compile_templates(renderer, cache, ahead), fork=bool(ahead)) as compiled:
+        for path in paths:
+            if ahead and path == ahead[0] and compiled.forked:
+                cache.apply_changes(compiled.result())
+            _collect_model(project, renderer, docs, database, problems, path, files, models, templates, unusable)
     for name, doc in docs.items():
         if name not in files:
             problems.add(Problem(f"model docs name '{name}', which is not a model", doc.path, doc.line,
                                  hint=_did_you_mean(name, files) or "remove the entry or add the model", code="unknown-model"))
     return dict(sorted(models.items())), templates, unusable
+
+
+def _compile_templates(renderer: Renderer, cache: CompileCache, paths: list[Path]) -> tuple[list[str], dict[str, Any]]:
+    """Compile templates into the cache (a forked child's job); errors are the parent's to report."""
+    cache.take_changes()
+    for path in paths:
+        try:
+            renderer.template(path)
+        except CompileError:
+            pass
+    return cache.take_changes()
+
+
+def _collect_model(project: Project, renderer: Renderer, docs: dict[str, LineDict], database: str,
+                   problems: ProblemList, path: Path, files: dict[str, str], models: dict[str, Model],
+                   templates: dict, unusable: dict[str, str]) -> None:
+    """Render one model file for its config and calls; adds it to ``models`` or ``unusable``."""
+    display = project.relative(path)
+    name = path.stem
+    if name in files:
+        problems.add(Problem(f"duplicate model name '{name}' (also {files[name]})", display, 1,
+                             hint="model names are file names and must be unique: rename one file", code="duplicate-model"))
+        return
+    files[name] = display
+    if not _IDENTIFIER.fullmatch(name):
+        problems.add(Problem(f"model name '{name}' (the file name) is not a valid table name", display, 1,
+                             hint="rename the file with letters, digits and _ only", code="bad-name"))
+        unusable[name] = "broken"
+        return
+    try:
+        template = renderer.template(path)
+        first = renderer.render(template, this=f"{database}.{name}")
+        model = _model(project, display, name, first, docs.get(name), database)
+    except CompileError as exc:
+        problems.extend(exc)
+        unusable[name] = "broken"
+        return
+    if model is None:
+        unusable[name] = "disabled"
+        return
+    models[name] = model
+    templates[name] = template
 
 
 def _model_config(project: Project, display: str, first, doc: LineDict | None):

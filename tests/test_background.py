@@ -90,6 +90,7 @@ def test_syntax_errors_found_by_the_child_are_reported_as_without_it(tmp_path: P
     models = sorted((root / "models").rglob("*.sql"))
     for path in (models[3], models[-2]):  # one in each half of the models to parse
         path.write_text(path.read_text() + "\nWHERE (\n")
+    models[-1].write_text(models[-1].read_text() + "\n{{ oops\n")  # in the templates a child compiles
 
     def problems(fork_from: int) -> list[str]:
         monkeypatch.setattr(background, "FORK_FROM", fork_from)
@@ -98,4 +99,5 @@ def test_syntax_errors_found_by_the_child_are_reported_as_without_it(tmp_path: P
         return [p.format() for p in raised.value.problems]
 
     found = problems(0)
-    assert len(found) == 2 and found == problems(10**9)
+    assert len(found) == 3 and found == problems(10**9)
+    assert any("jinja-syntax" in f for f in found)
