@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Callable
@@ -287,13 +288,30 @@ class _Stepper:
         """The dependencies' freshness, the gate, and the first ``maxstep`` ready rows (None: blocked).
 
         A source's freshness is asked once per run (one query for all sources): it only grows,
-        so a value kept from an earlier step can only make a step smaller, never wrong."""
-        freshness = [self.freshness(d) for d in self.plan.depends_on]
-        gate_ = gate(_naive(now), self.plan.delay_seconds, freshness)
+        so a value kept from an earlier step can only make a step smaller, never wrong. While it
+        is asked, a second thread looks the rows up to the other limits (delay, the state store's
+        dependencies); they are the step's rows when the last of them is older than every
+        source's time (a backlog), otherwise they are looked up again below the sources' time."""
+        plan = self.plan
+        early, others = None, gate(_naive(now), plan.delay_seconds,
+                                   [self.freshness(d) for d in plan.depends_on if d.kind != "source"])
+        if self.source_times is None and plan.freshness_sql and not others.blocked:
+            with ThreadPoolExecutor(1) as pool:
+                looked_up = pool.submit(self.ready_rows, last, others.upto)
+                self.freshness(next(d for d in plan.depends_on if d.freshness_sql))  # asks every source
+                early = looked_up.result()
+        freshness = [self.freshness(d) for d in plan.depends_on]
+        gate_ = gate(_naive(now), plan.delay_seconds, freshness)
         if gate_.blocked:
             return freshness, gate_, None
-        args = {**_bind(self.plan.markers("last"), last), "upto": _text(gate_.upto)}
-        return freshness, gate_, self.spark.sql(self.plan.next_sql, args=args).collect()[0].asDict()
+        if early is not None and _all_before(early, gate_.upto, plan.position):
+            return freshness, gate_, early
+        return freshness, gate_, self.ready_rows(last, gate_.upto)
+
+    def ready_rows(self, last, upto: datetime) -> dict:
+        """Count, first and last position of the first ``maxstep`` rows after ``last`` older than ``upto``."""
+        args = {**_bind(self.plan.markers("last"), last), "upto": _text(upto)}
+        return self.spark.sql(self.plan.next_sql, args=args).collect()[0].asDict()
 
     def range(self, last, upto: str) -> dict:
         args = {**_bind(self.plan.markers("last"), last), "upto": upto}
@@ -367,6 +385,15 @@ def _mv_freshness(label: str, name: str, offsets: list[Offset]) -> Freshness:
         return Freshness(label, max(times))
     runs = [o.run for o in inputs if o.run is not None]
     return Freshness(label, _naive(max(runs)) if runs else None, "never refreshed")
+
+
+def _all_before(ready: dict, upto: datetime, position) -> bool:
+    """Whether every row of ``ready`` (ordered by position, time first) is older than ``upto``:
+    then the first ``maxstep`` rows below a later bound are also the first ones below ``upto``."""
+    if not ready["rows"]:
+        return True
+    newest = _time_of(_position(ready, "hi", position))
+    return newest is not None and newest < upto
 
 
 def _quoted(column: str) -> str:
