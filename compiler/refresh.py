@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 LEASE_SECONDS = 3600.0
 SLOTS = ("a", "b")
+_TAG = "_mvflow_input"  # which input a row of the combined changed-keys checkpoint belongs to
 
 
 class Crash(RuntimeError):
@@ -160,6 +161,9 @@ class _Refresh:
         self.leases: dict[str, Lease] = {}
         self.views: list[str] = []
         self.frames: list["DataFrame"] = []
+        self.probe = _Probe()
+        self.redo = False  # the batch is a redo of one that crashed before its commit
+        self.snapshot_fingerprints: dict[str, str] | None = None  # read with the change counts
 
     # -- orchestration -------------------------------------------------------------------
     def execute(self, full_refresh: bool) -> Outcome:
@@ -178,8 +182,10 @@ class _Refresh:
         offset = self.store.get(self.plan.topic()) or Offset(self.plan.topic())
         state = MvState.parse(offset.state)
         reason = self._rebuild_reason(full_refresh, offset, state)
+        self.probe = self._probe(since_last=reason is None)
         if reason is None and not offset.in_flight and self._up_to_date():
             return Outcome(int(offset.last[0]), "noop", reason="up to date")
+        self.redo = offset.in_flight
         batch = int(offset.next[0]) if offset.in_flight else int(offset.last[0]) + 1 if offset.last else 1
         self.store.set_next(self.leases[self.plan.topic()], (batch,), self.now())
         ranges = self._plan_ranges(batch, fresh=reason is not None)
@@ -204,15 +210,47 @@ class _Refresh:
             return "redo of an interrupted build or compaction"
         return None
 
-    # -- the no-op fast path -------------------------------------------------------------
-    def _up_to_date(self) -> bool:
-        """Whether no input can have changed since the last commit, decided without opening a
-        batch: one small Spark query for all inputs (is any row past ``last``? has the
-        fingerprint of a dictionary's used columns moved?). A missing fingerprint or position
-        answers False, so the exact path runs: a false "up to date" would lose changes."""
+    # -- the no-op fast path and the current positions -----------------------------------
+    def _probe(self, since_last: bool) -> "_Probe":
+        """What the inputs hold now, in one Spark query for all of them: the newest position of
+        each position or change-feed input, and the fingerprint of each diffed input's used
+        columns (see ``_fingerprint_frame``).
+
+        With ``since_last`` the newest position is looked for among the rows past the committed
+        ``last`` only (none: it is ``last``), so Parquet's row-group statistics skip the old
+        data and the probe reads only what changed. A rebuild asks for the true newest (a
+        source re-created with smaller positions must be read from the start)."""
         from pyspark.sql import functions as F
 
-        frames = []
+        probe, frames, columns, lasts = _Probe(), [], {}, {}
+        for n, (input_id, info) in enumerate(self.plan.inputs.items()):
+            if diffed(info):
+                frames.append(_fingerprint_frame(self.spark.table(info.relation), info.used_columns, input_id, None))
+            elif info.mode != "mv":
+                table = self.spark.table(info.relation if info.mode == "position" else info.feed)
+                probe.types[input_id] = types = {f.name.lower(): f.dataType.typeName() for f in table.schema.fields}
+                offset = self.store.get(self.plan.topic(input_id)) if since_last else None
+                if offset is not None and offset.last:
+                    lasts[input_id] = tuple(offset.last)
+                    table = table.where(_after(table, info.position, lasts[input_id], types))
+                columns[input_id] = f"p{n}"
+                newest = F.max(F.struct(*[table[c] for c in info.position]))  # lexicographic, as the range is
+                frames.append(table.agg(newest.alias(f"p{n}")).select(F.lit(input_id).alias("input"), f"p{n}"))
+        for row in _union_all(frames).collect() if frames else []:
+            input_id = row["input"]
+            if input_id in columns:
+                newest = row[columns[input_id]]
+                probe.positions[input_id] = tuple(_encode(v) for v in newest) \
+                    if newest is not None and newest[0] is not None else lasts.get(input_id)
+            else:
+                probe.fingerprints[input_id] = row["fingerprint"]
+        return probe
+
+    def _up_to_date(self) -> bool:
+        """Whether no input can have changed since the last commit, decided from the probe
+        without opening a batch: no newest position differs from the committed ``last``, no
+        dictionary's fingerprint from the one stored at the last commit. A missing fingerprint
+        or position answers False, so the exact path runs: a false "up to date" would lose changes."""
         for input_id, info in self.plan.inputs.items():
             offset = self.store.get(self.plan.topic(input_id))
             if offset is None or offset.last is None or offset.in_flight:
@@ -223,50 +261,32 @@ class _Refresh:
                     return False
             elif diffed(info):
                 stored = _stored_fingerprint(offset.state)
-                if stored is None:
+                if stored is None or stored != self.probe.fingerprints.get(input_id):
                     return False
-                frames.append(_fingerprint_frame(self.spark.table(info.relation), info.used_columns, input_id, stored))
-            else:
-                table = info.relation if info.mode == "position" else info.feed
-                frame = self.spark.table(table)
-                if offset.last:
-                    frame = frame.where(self._after(frame, input_id, tuple(offset.last)))
-                frames.append(frame.limit(1).agg(F.count(F.lit(1)).alias("moved"))
-                              .select(F.lit(input_id).alias("input"), (F.col("moved") > 0).alias("moved")))
-        if not frames:
-            return True
-        union = frames[0]
-        for other in frames[1:]:
-            union = union.unionAll(other)
-        return not any(row["moved"] for row in union.collect())
+            elif self.probe.positions.get(input_id) != (tuple(offset.last) or None):
+                return False
+        return True
 
-    def _after(self, frame: "DataFrame", input_id: str, last: tuple) -> Any:
-        """Rows whose position is past ``last`` (lexicographic over the position columns)."""
-        info = self.plan.inputs[input_id]
-        types = {f.name.lower(): f.dataType.typeName() for f in frame.schema.fields}
-        values = [_decode(v, types.get(c.lower(), "")) for c, v in zip(info.position, last)]
-        condition = None
-        for column, value in reversed(list(zip(info.position, values))):
-            later = frame[column] > value
-            condition = later if condition is None else later | ((frame[column] == value) & condition)
-        return condition
+    def _fingerprints(self, batch: int, ranges: dict) -> dict[str, str]:
+        """Fingerprints of the snapshots the batch diffed (stored in each input topic's state at
+        the commit), computed from the snapshot itself so they describe exactly what was diffed;
+        an input whose snapshot was not retaken keeps the fingerprint it was found unchanged by."""
+        if self.snapshot_fingerprints is None:
+            frames = self._snapshot_fingerprint_frames(batch, ranges)
+            self.snapshot_fingerprints = {row["input"]: row["fingerprint"]
+                                          for row in (_union_all(frames).collect() if frames else [])}
+        found = {**{i: f for i, f in self.probe.fingerprints.items() if i in ranges}, **self.snapshot_fingerprints}
+        return {input_id: json.dumps({"fingerprint": fingerprint}) for input_id, fingerprint in found.items()}
 
-    def _fingerprints(self, batch: int) -> dict[str, str]:
-        """Fingerprints of the snapshots this batch took (stored in each input topic's state at
-        the commit), computed from the snapshot itself so they describe exactly what was diffed."""
+    def _snapshot_fingerprint_frames(self, batch: int, ranges: dict) -> list["DataFrame"]:
         from pyspark.sql import functions as F
 
         frames = []
         for input_id, info in self.plan.inputs.items():
-            if diffed(info):
+            if diffed(info) and tuple(ranges[input_id][1]) == (batch,):
                 snapshot = self.spark.table(self.plan.table_name(f"snap_{info.slug}")).where(F.col(BATCH) == batch)
                 frames.append(_fingerprint_frame(snapshot, info.used_columns, input_id, None))
-        if not frames:
-            return {}
-        union = frames[0]
-        for other in frames[1:]:
-            union = union.unionAll(other)
-        return {row["input"]: json.dumps({"fingerprint": row["fingerprint"]}) for row in union.collect()}
+        return frames
 
     # -- positions -----------------------------------------------------------------------
     def _plan_ranges(self, batch: int, fresh: bool) -> dict[str, tuple[Any, Any]]:
@@ -276,7 +296,10 @@ class _Refresh:
             topic = self.plan.topic(input_id)
             offset = self.store.get(topic) or Offset(topic)
             if diffed(info):
-                nxt = (batch,)
+                # Unchanged since the last commit (same fingerprint): keep its snapshot, skip the diff.
+                same = not fresh and offset.last and \
+                    _stored_fingerprint(offset.state) == self.probe.fingerprints.get(input_id)
+                nxt = tuple(offset.last) if same else (batch,)
             elif offset.in_flight and not fresh:
                 nxt = offset.next
             else:  # an empty input: a build reads it from the start later, a refresh keeps its last
@@ -290,17 +313,16 @@ class _Refresh:
         if info.mode == "mv":
             upstream = self.store.get(info.id)
             return upstream.last if upstream else None
-        table = info.relation if info.mode == "position" else info.feed
-        frame = self.spark.table(table).select(*info.position)
-        row = frame.orderBy(*[frame[c].desc() for c in info.position]).limit(1).collect()
-        return tuple(_encode(v) for v in row[0]) if row and row[0][0] is not None else None
+        return self.probe.positions.get(input_id)
 
     def _position_args(self, input_id: str, last: tuple, nxt: tuple) -> dict[str, Any]:
         info = self.plan.inputs[input_id]
         if diffed(info):
             return {"last": int(last[0]), "next": int(nxt[0])}
-        table = info.relation if info.mode == "position" else info.feed
-        types = {f.name.lower(): f.dataType.typeName() for f in self.spark.table(table).schema.fields}
+        types = self.probe.types.get(input_id)
+        if types is None:  # an upstream MV's change table: not probed
+            table = info.relation if info.mode == "position" else info.feed
+            types = {f.name.lower(): f.dataType.typeName() for f in self.spark.table(table).schema.fields}
         args: dict[str, Any] = {"from_start": not last}
         for i, column in enumerate(info.position):
             args[f"last_{i}"] = _decode(last[i], types.get(column.lower(), "")) if last else None
@@ -310,6 +332,7 @@ class _Refresh:
     # -- full build ----------------------------------------------------------------------
     def _build(self, batch: int, state: MvState, ranges: dict, reason: str) -> Outcome:
         self.echo(f"{self.plan.name}: full build, batch {batch} ({reason})")
+        self.snapshot_fingerprints = None  # every snapshot is taken anew
         slot = SLOTS[1] if state.slot == SLOTS[0] else SLOTS[0]
         for input_id, info in self.plan.inputs.items():
             if diffed(info):
@@ -348,7 +371,7 @@ class _Refresh:
         if state.slot and state.definition == definition_hash(self.derived) \
                 and self.spark.catalog.tableExists(self._slot_table("base", state.slot)):
             keys = keys.union(self._state_frame(state.slot, None).select(*self.plan.key))
-        self._view("keys", self._checkpoint(keys.distinct()))
+        self._view("keys", keys.distinct())  # read once, by publish: no checkpoint needed
         self._sql("publish", batch=batch)
 
     def _swap(self, slot: str) -> None:
@@ -371,7 +394,7 @@ class _Refresh:
             self._drop_views()
             return self._build(batch, state, self._plan_ranges(batch, fresh=True), reason)
         delta = self._slot_table("delta", state.slot)
-        self._view("rows", self._checkpoint(self._sql("refresh")))
+        self._view("rows", self._sql("refresh"))  # read once, by the write: no checkpoint needed
         self._sql("write_delta", delta_table=delta, batch=batch)
         self._sql("publish", batch=batch)
         if self.crash_after == "write":
@@ -385,17 +408,35 @@ class _Refresh:
         return outcome
 
     def _changed_keys(self, batch: int, ranges: dict) -> dict[str, int]:
-        changed = {}
+        """The changed keys of every input that moved, materialized together in one checkpoint
+        (each input's view selects its rows from it); their counts are read in one more query,
+        with the fingerprints of the snapshots taken for the commit."""
+        from pyspark.sql import functions as F
+
+        changed, frames = {input_id: 0 for input_id in self.plan.inputs}, {}
         for input_id, info in self.plan.inputs.items():
             last, nxt = ranges[input_id]
+            if tuple(last or ()) == tuple(nxt or ()):
+                continue  # no position moved, or a dictionary with the fingerprint of its last snapshot
             if diffed(info):
                 self._sql(f"snapshot:{input_id}", batch=batch)
-            elif tuple(last or ()) == tuple(nxt or ()):
-                changed[input_id] = 0
-                continue
-            frame = self._checkpoint(self._sql(f"changes:{input_id}", **self._position_args(input_id, last, nxt)))
-            self._view(f"changed_{info.slug}", frame)
-            changed[input_id] = frame.count()
+            frames[input_id] = self._sql(f"changes:{input_id}", **self._position_args(input_id, last, nxt))
+        if not frames:
+            return changed
+        tags = {input_id: n for n, input_id in enumerate(frames)}
+        tagged = [frame.select(F.lit(tags[i]).alias(_TAG), *[F.col(c).alias(f"{_TAG}{tags[i]}_{j}")
+                                                            for j, c in enumerate(frame.columns)])
+                  for i, frame in frames.items()]
+        keys = self._checkpoint(_union_all(tagged))
+        for input_id, frame in frames.items():
+            n = tags[input_id]
+            own = [F.col(f"{_TAG}{n}_{j}").alias(c) for j, c in enumerate(frame.columns)]
+            self._view(f"changed_{self.plan.inputs[input_id].slug}", keys.where(F.col(_TAG) == n).select(*own))
+        counts = keys.groupBy(_TAG).count().select(F.col(_TAG).cast("string").alias("input"), "count")
+        rows = [r.asDict() for r in _union_all([counts, *self._snapshot_fingerprint_frames(batch, ranges)]).collect()]
+        names = {str(n): input_id for input_id, n in tags.items()}
+        changed.update({names[r["input"]]: r["count"] for r in rows if r.get("fingerprint") is None})
+        self.snapshot_fingerprints = {r["input"]: r["fingerprint"] for r in rows if r.get("fingerprint") is not None}
         return changed
 
     def _affected(self, changed: dict[str, int]) -> int:
@@ -403,14 +444,11 @@ class _Refresh:
             frames = [self._sql(f"key:{i}:p{part.index}") for i, n in changed.items()
                       if n and f"key:{i}:p{part.index}" in self.derived.queries]
             if frames:
-                frame = frames[0]
-                for other in frames[1:]:
-                    frame = frame.union(other)
-                frame = self._checkpoint(frame.distinct())
+                frame = self._checkpoint(_union_all(frames).distinct())
             else:
                 frame = self.spark.table(self.plan.inputs[part.main_input].relation).select(*part.main_key).limit(0)
             self._view(f"affected_p{part.index}", frame)
-        keys = self._checkpoint(self._sql("keys"))
+        keys = self._sql("keys")  # over the checkpoints above: the same keys at every use
         self._view("keys", keys)
         return keys.count()
 
@@ -431,7 +469,7 @@ class _Refresh:
 
     # -- commit --------------------------------------------------------------------------
     def _commit(self, batch: int, ranges: dict, state: MvState, affected: int, changed: dict[str, int]) -> None:
-        fingerprints = self._fingerprints(batch)
+        fingerprints = self._fingerprints(batch, ranges)
         now = self.now()
         commits = [Commit(self.leases[self.plan.topic()], (batch,), affected, state.dump(), now)]
         for input_id, (_, nxt) in ranges.items():
@@ -441,9 +479,18 @@ class _Refresh:
         self.store.log_step(StepLogRow(self.plan.topic(), now, affected, last=(batch - 1,), next=(batch,),
                                        consumer=self.holder))
         for input_id, info in self.plan.inputs.items():
-            if diffed(info) and batch > 1:
-                self._spark_sql(f"ALTER TABLE {self.plan.table_name(f'snap_{info.slug}')} "
-                                f"DROP IF EXISTS PARTITION ({BATCH} = {int(batch) - 1})")
+            stale = self._stale_snapshots(batch, *ranges[input_id]) if diffed(info) else []
+            if stale:
+                partitions = ", ".join(f"PARTITION ({BATCH} = {n})" for n in stale)
+                self._spark_sql(f"ALTER TABLE {self.plan.table_name(f'snap_{info.slug}')} DROP IF EXISTS {partitions}")
+
+    def _stale_snapshots(self, batch: int, last: tuple | None, nxt: tuple) -> list[int]:
+        """Snapshot partitions of a diffed input no later batch reads: the one it was diffed
+        against, and one a crashed try of this batch may have left when its redo kept the old."""
+        stale = {int(last[0])} if last and tuple(last) != tuple(nxt) else set()
+        if self.redo:
+            stale.add(batch)
+        return sorted(stale - {int(nxt[0])})
 
     # -- Spark helpers -------------------------------------------------------------------
     def _slot_table(self, what: str, slot: str) -> str:
@@ -482,6 +529,25 @@ class _Refresh:
         self.frames.clear()
 
 
+@dataclass
+class _Probe:
+    """What the inputs hold now (``_Refresh._probe``): the newest position of each position or
+    change-feed input (encoded; None when empty) with its column types, and the fingerprint of
+    each diffed input."""
+
+    positions: dict[str, tuple | None] = field(default_factory=dict)
+    types: dict[str, dict[str, str]] = field(default_factory=dict)
+    fingerprints: dict[str, str] = field(default_factory=dict)
+
+
+def _union_all(frames: list["DataFrame"]) -> "DataFrame":
+    """One frame of several (by column name; columns a frame lacks are NULL): one Spark job."""
+    union = frames[0]
+    for other in frames[1:]:
+        union = union.unionByName(other, allowMissingColumns=True)
+    return union
+
+
 def _fingerprint_frame(frame: "DataFrame", columns: tuple[str, ...], input_id: str, stored: str | None) -> "DataFrame":
     """One row ``(input, fingerprint)`` — row count and two independent hash sums of the used
     columns (each paired with its null flag, so a null cannot shift into a neighbour) — plus
@@ -497,6 +563,16 @@ def _fingerprint_frame(frame: "DataFrame", columns: tuple[str, ...], input_id: s
     if stored is None:
         return result
     return result.select("input", (F.col("fingerprint") != F.lit(stored)).alias("moved"))
+
+
+def _after(frame: "DataFrame", columns: tuple[str, ...], last: tuple, types: dict[str, str]) -> Any:
+    """Rows whose position is past ``last`` (lexicographic over the position columns)."""
+    values = [_decode(v, types.get(c.lower(), "")) for c, v in zip(columns, last)]
+    condition = None
+    for column, value in reversed(list(zip(columns, values))):
+        later = frame[column] > value
+        condition = later if condition is None else later | ((frame[column] == value) & condition)
+    return condition
 
 
 def _stored_fingerprint(state: str) -> str | None:

@@ -221,3 +221,27 @@ def test_up_to_date_opens_no_batch_and_changes_are_still_seen(world):
     assert world.refresh().mode == "refresh"
     world.check()
     assert world.refresh().reason == "up to date"
+
+
+def test_unchanged_dictionary_keeps_its_snapshot_and_later_edits_are_found(world):
+    from compiler.mv import mv_plan
+
+    plan = mv_plan(world.manifest.models["wide"], world.manifest)
+
+    def snapshot_batches(name: str) -> list[int]:
+        table = plan.table_name(f"snap_{world.db}_{name}")
+        return sorted(r[0] for r in world.spark.sql(f"SELECT DISTINCT mvflow_batch FROM {table}").collect())
+
+    regions = world.store.get(plan.topic(f"{world.db}.regions"))
+    world.put("categories", id=7, name="Novels")                 # categories move, regions do not
+    outcome = world.refresh()
+    assert outcome.mode == "refresh"
+    assert world.store.get(plan.topic(f"{world.db}.regions")).last == regions.last  # kept, not retaken
+    assert snapshot_batches("regions") == [regions.last[0]]
+    assert snapshot_batches("categories") == [outcome.batch]    # the one diffed against was dropped
+    world.check()
+    world.put("regions", id=2, name="Sud")                       # a later edit is diffed against the kept one
+    outcome = world.refresh()
+    assert {k.split(".")[-1]: v for k, v in outcome.changed.items()}["regions"] == 1
+    assert snapshot_batches("regions") == [outcome.batch]
+    world.check()
