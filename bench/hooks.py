@@ -22,7 +22,10 @@ def p2(options, report: Report, echo=print) -> None:
     quick = getattr(options, "quick", False)
     scale = getattr(options, "p2_scale", None) or (0.1 if quick else 10.0)
     runs = 1 if quick else (getattr(options, "runs", None) or 3)
-    p2_refresh.run(p2_refresh.Options(runs=runs, scale=scale), report, echo)
+    curve_scales = tuple(float(s) for s in (getattr(options, "p2_curve_scales", "") or "").split(",") if s.strip())
+    fractions = (0.01, 0.1) if quick else (0.001, 0.01, 0.05)  # a tiny demo needs big shares to change anything
+    p2_refresh.run(p2_refresh.Options(runs=runs, scale=scale, fractions=fractions[:2], curve_fractions=fractions,
+                                      curve_scales=curve_scales, curve_runs=1 if quick else 2), report, echo)
 
 
 def p3(options, report: Report, echo=print) -> None:

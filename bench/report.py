@@ -34,12 +34,14 @@ class Report:
     rows: list[Row] = field(default_factory=list)
     verdicts: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    sections: list[str] = field(default_factory=list)  # further Markdown tables, printed after the rows
 
     def markdown(self) -> str:
         head = ["figure", "what", "size", "wall: median (min–max)", "CPU s", "Python peak MB", "JVM peak MB",
                 "ratio", "note"]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(row.cells()) + " |" for row in self.rows]
+        lines += [line for section in self.sections for line in ("", section.rstrip())]
         lines += [""] + [f"- {v}" for v in self.verdicts] + [f"- skipped: {s}" for s in self.skipped]
         return "\n".join(lines).rstrip() + "\n"
 
