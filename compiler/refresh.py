@@ -225,7 +225,7 @@ class _Refresh:
         probe, frames, columns, lasts = _Probe(), [], {}, {}
         for n, (input_id, info) in enumerate(self.plan.inputs.items()):
             if diffed(info):
-                frames.append(_fingerprint_frame(self.spark.table(info.relation), info.used_columns, input_id, None))
+                frames.append(_fingerprint_frame(self.spark.table(info.relation), info.used_columns, input_id))
             elif info.mode != "mv":
                 table = self.spark.table(info.relation if info.mode == "position" else info.feed)
                 probe.types[input_id] = types = {f.name.lower(): f.dataType.typeName() for f in table.schema.fields}
@@ -285,7 +285,7 @@ class _Refresh:
         for input_id, info in self.plan.inputs.items():
             if diffed(info) and tuple(ranges[input_id][1]) == (batch,):
                 snapshot = self.spark.table(self.plan.table_name(f"snap_{info.slug}")).where(F.col(BATCH) == batch)
-                frames.append(_fingerprint_frame(snapshot, info.used_columns, input_id, None))
+                frames.append(_fingerprint_frame(snapshot, info.used_columns, input_id))
         return frames
 
     # -- positions -----------------------------------------------------------------------
@@ -548,10 +548,9 @@ def _union_all(frames: list["DataFrame"]) -> "DataFrame":
     return union
 
 
-def _fingerprint_frame(frame: "DataFrame", columns: tuple[str, ...], input_id: str, stored: str | None) -> "DataFrame":
-    """One row ``(input, fingerprint)`` — row count and two independent hash sums of the used
-    columns (each paired with its null flag, so a null cannot shift into a neighbour) — plus
-    ``moved`` (differs from ``stored``) when a stored fingerprint is given."""
+def _fingerprint_frame(frame: "DataFrame", columns: tuple[str, ...], input_id: str) -> "DataFrame":
+    """One row ``(input, fingerprint)``: row count and two independent hash sums of the used
+    columns (each paired with its null flag, so a null cannot shift into a neighbour)."""
     from pyspark.sql import functions as F
 
     args = [x for c in columns for x in (F.col(c), F.isnull(F.col(c)))]
@@ -559,10 +558,7 @@ def _fingerprint_frame(frame: "DataFrame", columns: tuple[str, ...], input_id: s
     text = F.concat_ws(":", F.count(F.lit(1)).cast("string"),
                        F.coalesce(F.sum(F.xxhash64(*args).cast(wide)).cast("string"), F.lit("")),
                        F.coalesce(F.sum(F.hash(*args).cast(wide)).cast("string"), F.lit("")))
-    result = frame.agg(text.alias("fingerprint")).select(F.lit(input_id).alias("input"), "fingerprint")
-    if stored is None:
-        return result
-    return result.select("input", (F.col("fingerprint") != F.lit(stored)).alias("moved"))
+    return frame.agg(text.alias("fingerprint")).select(F.lit(input_id).alias("input"), "fingerprint")
 
 
 def _after(frame: "DataFrame", columns: tuple[str, ...], last: tuple, types: dict[str, str]) -> Any:
