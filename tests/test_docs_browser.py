@@ -9,6 +9,7 @@ by Playwright: it launches the system chromium through its executable path. No S
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -140,10 +141,18 @@ def test_graph_renders_every_node(page):
     assert page.locator("svg.graph g.node.kind-table").count() == 1
 
 
+def expect(locator):
+    """Playwright's retrying assertion: it waits until the page has re-rendered after a hash
+    change (imported here: the fixtures install playwright where it is missing)."""
+    from playwright.sync_api import expect as retrying
+
+    return retrying(locator)
+
+
 def test_clicking_a_node_opens_its_page(page):
     page.locator('g.node[data-id="model.totals"]').click()
     page.wait_for_url("**#/model/totals")
-    assert page.locator("main h1").inner_text().startswith("totals")
+    expect(page.locator("main h1")).to_have_text(re.compile("^totals"))
     assert page.locator(".sql-block .sql-title").first.inner_text() == "compiled SQL"
     assert page.locator(".sql-block .sql-title", has_text="key query rates").count() == 1
     page.locator(".sql-block summary", has_text="run script").click()
@@ -155,11 +164,11 @@ def test_column_lineage_links_navigate(page):
     row = page.locator("table.columns tr", has_text="amount_eur")
     row.locator("a.col-ref", has_text="stg.amount").click()
     page.wait_for_url("**#/column/model.stg/amount")
-    assert page.locator("main h1").inner_text() == "stg.amount"
+    expect(page.locator("main h1")).to_have_text("stg.amount")
     # Upstream reaches the source column; downstream leads back to the model column.
     page.locator("section", has_text="Upstream").locator("a.col-ref", has_text="raw.orders.amount").click()
     page.wait_for_url("**#/column/source.raw.orders/amount")
-    assert "Order amount." in page.locator("main .description").inner_text()
+    expect(page.locator("main .description")).to_contain_text("Order amount.")
     page.locator("section", has_text="Downstream").locator("a.col-ref", has_text="totals.amount_eur").click()
     page.wait_for_url("**#/column/model.totals/amount_eur")
 
@@ -176,7 +185,7 @@ def test_search_finds_a_column(page):
 def test_script_in_a_description_shows_as_text(page):
     page.goto(page.url.split("#")[0] + "#/model/totals")
     description = page.locator("main p.description")
-    assert description.inner_text() == EVIL
+    expect(description).to_have_text(EVIL)
     assert page.evaluate("window.__pwned") is None
     assert page.locator("main script, main img").count() == 0
 
@@ -184,7 +193,6 @@ def test_script_in_a_description_shows_as_text(page):
 def test_site_opens_from_file_url(browser, site):
     page = browser.new_page()
     page.goto((site["root"] / "target" / "docs" / "index.html").as_uri() + "#/source/raw.rates")
-    page.wait_for_selector("main h1")
-    assert page.locator("main h1").inner_text().startswith("raw.rates")
+    expect(page.locator("main h1")).to_have_text(re.compile(r"^raw\.rates"))
     assert page.locator("table.columns tr", has_text="currency").locator("a.ref", has_text="totals").count() == 1
     page.close()
