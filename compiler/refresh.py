@@ -115,7 +115,7 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
     result = Result(model.name, "mv", "success", started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     try:
         plan = mv_plan(model, manifest)
-        spec = watch.mv_spec(plan, definition_hash(derive(plan)))
+        spec = watch.mv_spec(plan, definition_hash(_derived(manifest, model)))
         seen = watch.is_idle(store, spec, datetime.now(timezone.utc)) if file_check and not full_refresh else None
         if seen is not None:
             result.rows = 0
@@ -150,8 +150,13 @@ def refresh_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", stor
     """One refresh of an MV: a full build on the first run, on ``full_refresh``, on a changed
     definition or past the fan-out guard; otherwise a key-driven batch."""
     plan = mv_plan(model, manifest)
-    run = _Refresh(spark, plan, derive(plan), store, holder or default_holder(), now, crash_after, echo, model.kind)
+    run = _Refresh(spark, plan, _derived(manifest, model), store, holder or default_holder(), now, crash_after, echo, model.kind)
     return run.execute(full_refresh)
+
+
+def _derived(manifest: "Manifest", model: "Model") -> Derived:
+    """The MV's derived SQL, once per compiled manifest (the file check and the refresh both need it)."""
+    return manifest.derived("mv_derived", model, lambda: derive(mv_plan(model, manifest)))
 
 
 class _Refresh:
