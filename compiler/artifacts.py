@@ -89,6 +89,7 @@ def _write_fact(write: _Writer, folder: Path, manifest: Manifest, model: Model) 
     plan = fact(manifest, model)
     write(folder / "step.sql", step_script(plan))
     write(folder / "bounds.sql", bounds_script(plan))
+    write.prune(folder)
 
 
 def _write_mv(write: _Writer, folder: Path, manifest: Manifest, model: Model) -> None:
@@ -96,6 +97,7 @@ def _write_mv(write: _Writer, folder: Path, manifest: Manifest, model: Model) ->
     header = f"-- mvflow: {model.name} (mv), derived from {model.path}\n"
     for name, sql in (_mv_derived(model, manifest) or {}).items():
         write(folder / f"{name.replace(':', '__')}.sql", f"{header}{sql.rstrip()};\n")
+    write.prune(folder)
 
 
 def _mv_derived(model: Model, manifest: Manifest) -> dict[str, str] | None:
@@ -125,6 +127,14 @@ class _Writer:
         if not same:
             path.write_text(text, encoding="utf-8")
         self.written.append(path)
+
+    def prune(self, folder: Path) -> None:
+        """Remove the SQL files of a model's run folder this compile did not write (an older
+        mvflow's, or an input the model no longer reads), so the folder shows what runs."""
+        kept = set(self.written)
+        for path in folder.glob("*.sql"):
+            if path not in kept:
+                path.unlink()
 
 
 def _json_text(value: Any) -> str:

@@ -760,7 +760,7 @@ def _alias_key_queries(plan: MvPlan, part: Part, link: Link) -> list[tuple[str, 
         return [("direct: the join columns are the main key", _changed(plan, link, link.input, columns))]
     found = []
     state = exp.select(*[exp.alias_(exp.column(c, "s"), k) for k, c in zip(part.main_key, part.main_key_columns)])
-    state = state.from_(_table(plan.view_name("state"), "s"))
+    state = state.from_(_table(plan.view_name("stored"), "s"))
     prefix = f"{HIDDEN_PREFIX}k{part.index if len(plan.parts) > 1 else ''}_{link.alias}_"
     hidden = [exp.column(f"{prefix}{k}", "s") for k, _ in link.bound]
     conditions = [_in(hidden, _changed(plan, link, link.input, [exp.column(k, "c") for k, _ in link.bound]))]
@@ -794,7 +794,7 @@ def key_query(plan: MvPlan, input_id: str, part: Part) -> exp.Query | None:
     >>> plan = plan_from_sql("SELECT o.id, s.name FROM d.o AS o JOIN d.s AS s ON s.id = o.sid",
     ...                      {"d.o": ("position", ("id",)), "d.s": ("position", ("id",))})
     >>> print(key_query(plan, "d.s", plan.parts[0]).sql(dialect="spark"))
-    SELECT s.id AS id FROM mvflow_mv_state AS s WHERE s._mvflow_k_s_id IN (SELECT c.id FROM mvflow_mv_changed_d_s AS c) UNION SELECT o.id AS id FROM d.o AS o WHERE o.sid IN (SELECT c.id FROM mvflow_mv_changed_d_s AS c)
+    SELECT s.id AS id FROM mvflow_mv_stored AS s WHERE s._mvflow_k_s_id IN (SELECT c.id FROM mvflow_mv_changed_d_s AS c) UNION SELECT o.id AS id FROM d.o AS o WHERE o.sid IN (SELECT c.id FROM mvflow_mv_changed_d_s AS c)
     """
     queries = [query for _, _, query in key_query_methods(plan, input_id, part)]
     return _union(queries, distinct=True) if queries else None
@@ -819,15 +819,10 @@ def delta_query(plan: MvPlan) -> exp.Select:
             .join(_table(plan.view_name("rows"), "r"), on=on, join_type="left"))
 
 
-def state_query(plan: MvPlan, before_batch: bool = True, columns: tuple[str, ...] | None = None) -> exp.Query:
-    """The MV's rows: base rows without a newer delta version, plus the newest non-deleted delta rows.
-
-    With ``before_batch`` only delta batches before ``:batch`` count (what a redone batch must see).
-    """
+def state_query(plan: MvPlan, columns: tuple[str, ...] | None = None) -> exp.Query:
+    """The MV's rows: base rows without a newer delta version, plus the newest non-deleted delta rows."""
     columns = columns or plan.all_columns
     delta = exp.select("*").from_(_identifier_table("delta_table", "t"))
-    if before_batch:
-        delta = delta.where(exp.column(BATCH, "t") < exp.Placeholder(this="batch"))
     rank = exp.Window(this=exp.RowNumber(), partition_by=[exp.column(k, "d") for k in plan.key],
                       order=exp.Order(expressions=[exp.Ordered(this=exp.column(BATCH, "d"), desc=True)]))
     ranked = exp.select("d.*", exp.alias_(rank, RANK)).from_(_table("delta", "d"))
@@ -838,6 +833,25 @@ def state_query(plan: MvPlan, before_batch: bool = True, columns: tuple[str, ...
     newest = (exp.select(*[exp.column(c, "l") for c in columns]).from_(_table("latest", "l"))
               .where(exp.Not(this=exp.column(DELETED, "l"))))
     return _union([base, newest], distinct=False).with_("delta", as_=delta).with_("latest", as_=latest)
+
+
+def stored_query(plan: MvPlan) -> exp.Query:
+    """Every stored version of the MV's rows before ``:batch`` (what a redone batch must see):
+    base and delta rows alike, superseded ones and tombstones included.
+
+    It holds every hidden key the MV holds now, and is read without the shuffle that finding
+    the newest version needs. A key query over it may also find a key by a superseded version;
+    refreshing that key recomputes its row from the sources, so the result is the same.
+
+    >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
+    ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))})
+    >>> print(stored_query(plan).sql(dialect="spark"))
+    SELECT b.id, b.name, b._mvflow_k_c_id FROM IDENTIFIER(:base_table) AS b UNION ALL SELECT d.id, d.name, d._mvflow_k_c_id FROM IDENTIFIER(:delta_table) AS d WHERE d.mvflow_batch < :batch
+    """
+    base = exp.select(*[exp.column(c, "b") for c in plan.all_columns]).from_(_identifier_table("base_table", "b"))
+    delta = (exp.select(*[exp.column(c, "d") for c in plan.all_columns]).from_(_identifier_table("delta_table", "d"))
+             .where(exp.column(BATCH, "d") < exp.Placeholder(this="batch")))
+    return exp.union(base, delta, distinct=False)
 
 
 def _position_after(columns: tuple[str, ...], alias: str, prefix: str, index: int = 0) -> exp.Expression:
@@ -917,7 +931,7 @@ def derive(plan: MvPlan) -> Derived:
             query = key_query(plan, input_id, part)
             if query is not None:
                 q[f"key:{input_id}:p{part.index}"] = pretty(query)
-    q["state"] = pretty(state_query(plan))
+    q["stored"] = pretty(stored_query(plan))
     q["keys"] = pretty(affected_keys_query(plan))
     q["build_base"] = f"CREATE TABLE {base}\nUSING parquet\nAS\n{q['full']}"
     q["create_delta"] = (f"CREATE TABLE {delta}\nUSING parquet\nPARTITIONED BY ({BATCH})\nAS\n"
@@ -928,7 +942,7 @@ def derive(plan: MvPlan) -> Derived:
                            f"SELECT {key_list}, CAST(0 AS BIGINT) AS {BATCH}\nFROM {base}\nLIMIT 0")
     q["publish"] = (f"INSERT OVERWRITE TABLE {changes} PARTITION ({BATCH})\n"
                     f"SELECT {key_list}, CAST(:batch AS BIGINT) AS {BATCH}\nFROM {plan.view_name('keys')}")
-    visible = pretty(state_query(plan, before_batch=False, columns=plan.columns))
+    visible = pretty(state_query(plan, columns=plan.columns))
     q["view"] = f"CREATE OR REPLACE VIEW {plan.relation} AS\n{visible}"
     q["compact"] = f"CREATE TABLE {base}\nUSING parquet\nAS\nSELECT *\nFROM {plan.view_name('current')}"
     return Derived(q)

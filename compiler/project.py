@@ -27,6 +27,9 @@ DEFAULT_SPARK_CONF = {
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
     "spark.sql.session.timeZone": "UTC",
+    # Parquet keeps no min/max statistics for INT96 (Spark's default) timestamps: position
+    # ranges on a timestamp could not skip row groups written before the last commit.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
 }
 
 

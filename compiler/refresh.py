@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 
 LEASE_SECONDS = 3600.0
 SLOTS = ("a", "b")
+# Key sets up to this many rows are joined as broadcasts. A checkpoint carries no size
+# statistics, so without the hint Spark plans a shuffle join and shuffles the big side
+# (every offer, every price) before adaptive execution sees that the key side is small.
+BROADCAST_KEYS = 1_000_000
 _TAG = "_mvflow_input"  # which input a row of the combined changed-keys checkpoint belongs to
 
 
@@ -375,7 +379,7 @@ class _Refresh:
         keys = self.spark.table(self._slot_table("base", slot)).select(*self.plan.key)
         if state.slot and state.definition == definition_hash(self.derived) \
                 and self.spark.catalog.tableExists(self._slot_table("base", state.slot)):
-            keys = keys.union(self._state_frame(state.slot, None).select(*self.plan.key))
+            keys = keys.union(self._state_frame(state.slot).select(*self.plan.key))
         self._view("keys", keys.distinct())  # read once, by publish: no checkpoint needed
         self._sql("publish", batch=batch)
 
@@ -390,7 +394,7 @@ class _Refresh:
             outcome.mode = "noop"
             self._commit(batch, ranges, state, 0, changed)
             return outcome
-        self._view("state", self._state_frame(state.slot, batch))
+        self._view("stored", self._stored_frame(state.slot, batch))
         outcome.affected = self._affected(changed)
         threshold = getattr(self.kind, "fanout_threshold", 0.2)
         if outcome.affected > threshold * max(state.base_rows, 1):
@@ -433,35 +437,41 @@ class _Refresh:
                                                             for j, c in enumerate(frame.columns)])
                   for i, frame in frames.items()]
         keys = self._checkpoint(_union_all(tagged))
-        for input_id, frame in frames.items():
-            n = tags[input_id]
-            own = [F.col(f"{_TAG}{n}_{j}").alias(c) for j, c in enumerate(frame.columns)]
-            self._view(f"changed_{self.plan.inputs[input_id].slug}", keys.where(F.col(_TAG) == n).select(*own))
         counts = keys.groupBy(_TAG).count().select(F.col(_TAG).cast("string").alias("input"), "count")
         rows = [r.asDict() for r in _union_all([counts, *self._snapshot_fingerprint_frames(batch, ranges)]).collect()]
         names = {str(n): input_id for input_id, n in tags.items()}
         changed.update({names[r["input"]]: r["count"] for r in rows if r.get("fingerprint") is None})
         self.snapshot_fingerprints = {r["input"]: r["fingerprint"] for r in rows if r.get("fingerprint") is not None}
+        for input_id, frame in frames.items():
+            n = tags[input_id]
+            own = [F.col(f"{_TAG}{n}_{j}").alias(c) for j, c in enumerate(frame.columns)]
+            mine = _small(keys.where(F.col(_TAG) == n).select(*own), changed[input_id])
+            self._view(f"changed_{self.plan.inputs[input_id].slug}", mine)
         return changed
 
     def _affected(self, changed: dict[str, int]) -> int:
+        parts = {}
         for part in self.plan.parts:
             frames = [self._sql(f"key:{i}:p{part.index}") for i, n in changed.items()
                       if n and f"key:{i}:p{part.index}" in self.derived.queries]
             if frames:
-                frame = self._checkpoint(_union_all(frames).distinct())
+                parts[part.index] = self._checkpoint(_union_all(frames).distinct())
             else:
-                frame = self.spark.table(self.plan.inputs[part.main_input].relation).select(*part.main_key).limit(0)
-            self._view(f"affected_p{part.index}", frame)
+                parts[part.index] = self.spark.table(self.plan.inputs[part.main_input].relation).select(*part.main_key).limit(0)
+            self._view(f"affected_p{part.index}", parts[part.index])
         keys = self._sql("keys")  # over the checkpoints above: the same keys at every use
-        self._view("keys", keys)
-        return keys.count()
+        count = keys.count()
+        # No part has more distinct main keys than there are MV keys: each maps to its own.
+        for index, frame in parts.items():
+            self._view(f"affected_p{index}", _small(frame, count))
+        self._view("keys", _small(keys, count))
+        return count
 
     def compact(self, state: MvState) -> None:
         """Fold the delta into a new base in the idle slot and swap the view (blue/green)."""
         slot = SLOTS[1] if state.slot == SLOTS[0] else SLOTS[0]
         base, delta = self._slot_table("base", slot), self._slot_table("delta", slot)
-        self._view("current", self._state_frame(state.slot, None))
+        self._view("current", self._state_frame(state.slot))
         self._spark_sql(f"DROP TABLE IF EXISTS {base}")
         self._spark_sql(f"DROP TABLE IF EXISTS {delta}")
         self._sql("compact", base_table=base)
@@ -501,11 +511,15 @@ class _Refresh:
     def _slot_table(self, what: str, slot: str) -> str:
         return self.plan.table_name(f"{what}_{slot}")
 
-    def _state_frame(self, slot: str, batch: int | None) -> "DataFrame":
-        args = {"base_table": self._slot_table("base", slot), "delta_table": self._slot_table("delta", slot)}
-        if batch is None:
-            return self.spark.sql(pretty(state_query(self.plan, before_batch=False)), args=args)
-        return self.spark.sql(self.derived["state"], args={**args, "batch": batch})
+    def _slot_args(self, slot: str) -> dict[str, str]:
+        return {"base_table": self._slot_table("base", slot), "delta_table": self._slot_table("delta", slot)}
+
+    def _state_frame(self, slot: str) -> "DataFrame":
+        """The MV's current rows with their hidden key columns (what a compaction keeps)."""
+        return self.spark.sql(pretty(state_query(self.plan)), args=self._slot_args(slot))
+
+    def _stored_frame(self, slot: str, batch: int) -> "DataFrame":
+        return self.spark.sql(self.derived["stored"], args={**self._slot_args(slot), "batch": batch})
 
     def _sql(self, name: str, **args: Any) -> "DataFrame":
         text = self.derived[name]
@@ -523,7 +537,8 @@ class _Refresh:
     def _view(self, what: str, frame: "DataFrame") -> None:
         name = self.plan.view_name(what)
         frame.createOrReplaceTempView(name)
-        self.views.append(name)
+        if name not in self.views:
+            self.views.append(name)
 
     def _drop_views(self) -> None:
         for name in self.views:
@@ -551,6 +566,13 @@ def _union_all(frames: list["DataFrame"]) -> "DataFrame":
     for other in frames[1:]:
         union = union.unionByName(other, allowMissingColumns=True)
     return union
+
+
+def _small(frame: "DataFrame", rows: int) -> "DataFrame":
+    """The frame, marked to be broadcast in joins when it holds at most ``BROADCAST_KEYS`` rows."""
+    from pyspark.sql import functions as F
+
+    return F.broadcast(frame) if rows <= BROADCAST_KEYS else frame
 
 
 def _fingerprint_frame(frame: "DataFrame", columns: tuple[str, ...], input_id: str) -> "DataFrame":

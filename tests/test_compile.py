@@ -92,6 +92,19 @@ def test_demo_artifacts_are_tidy(tmp_path: Path):
         assert "\n\n\n" not in text and " \n" not in text, name
 
 
+def test_compile_removes_run_files_it_no_longer_writes(tmp_path: Path):
+    project = copy_demo(tmp_path / "p")
+    compile_dir(project)
+    folders = [project / "target/run/marts/offers_wide", project / "target/run/marts/orders_enriched"]
+    for folder in folders:
+        (folder / "state.sql").write_text("-- an older mvflow's file\n")
+    (project / "target/run/marts/notes.txt").write_text("not a run folder of a model\n")
+    compile_dir(project)
+    assert not any((folder / "state.sql").exists() for folder in folders)
+    assert (folders[0] / "stored.sql").exists() and (folders[1] / "step.sql").exists()
+    assert (project / "target/run/marts/notes.txt").exists()
+
+
 def test_compile_does_not_modify_the_asts_it_keeps(tmp_path: Path):
     project = copy_demo(tmp_path / "p")
     manifest = compiled(project)
