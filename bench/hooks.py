@@ -24,8 +24,11 @@ def p2(options, report: Report, echo=print) -> None:
     runs = 1 if quick else (getattr(options, "runs", None) or 3)
     curve_scales = tuple(float(s) for s in (getattr(options, "p2_curve_scales", "") or "").split(",") if s.strip())
     fractions = (0.01, 0.1) if quick else (0.001, 0.01, 0.05)  # a tiny demo needs big shares to change anything
+    if getattr(options, "p2_curve_fractions", None):
+        fractions = tuple(float(f) for f in options.p2_curve_fractions.split(",") if f.strip())
+    curve_runs = 1 if quick else (getattr(options, "p2_curve_runs", None) or 2)
     p2_refresh.run(p2_refresh.Options(runs=runs, scale=scale, fractions=fractions[:2], curve_fractions=fractions,
-                                      curve_scales=curve_scales, curve_runs=1 if quick else 2), report, echo)
+                                      curve_scales=curve_scales, curve_runs=curve_runs), report, echo)
 
 
 def p3(options, report: Report, echo=print) -> None:

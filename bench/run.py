@@ -29,6 +29,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--p2-scale", type=float, default=None, help="P2 demo scale (default 10; 0.1 with --quick)")
     parser.add_argument("--p2-curve-scales", default="",
                         help="P2: further demo scales for the refresh curve against table size, e.g. 1,10")
+    parser.add_argument("--p2-curve-fractions", default=None,
+                        help="P2: changed shares on the curve (default 0.001,0.01,0.05; the first two are also "
+                             "compared in own processes)")
+    parser.add_argument("--p2-curve-runs", type=int, default=None, help="P2: runs per point of the curve (default 2)")
     parser.add_argument("--p3-scale", type=float, default=None,
                         help="P3 demo scale (default: a backlog of full 50,000-order steps, 21.25 for 3 runs)")
     parser.add_argument("--no-dbt", action="store_true", help="skip the dbt peer (no dbt venv is set up)")

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .compile import Manifest, Model
 
 HIDDEN_PREFIX = "_mvflow_"
+OLD_STATE = "old state: MV rows whose hidden key columns match"
 BATCH = "mvflow_batch"  # partition column: the Hive metastore filter parser rejects a leading _
 DELETED = "_mvflow_deleted"
 FOUND = "_mvflow_found"
@@ -758,15 +759,7 @@ def _alias_key_queries(plan: MvPlan, part: Part, link: Link) -> list[tuple[str, 
     if shortcut is not None:
         columns = [exp.alias_(exp.column(shortcut[m], "c"), m) for m in part.main_key]
         return [("direct: the join columns are the main key", _changed(plan, link, link.input, columns))]
-    found = []
-    state = exp.select(*[exp.alias_(exp.column(c, "s"), k) for k, c in zip(part.main_key, part.main_key_columns)])
-    state = state.from_(_table(plan.view_name("stored"), "s"))
-    prefix = f"{HIDDEN_PREFIX}k{part.index if len(plan.parts) > 1 else ''}_{link.alias}_"
-    hidden = [exp.column(f"{prefix}{k}", "s") for k, _ in link.bound]
-    conditions = [_in(hidden, _changed(plan, link, link.input, [exp.column(k, "c") for k, _ in link.bound]))]
-    if part.discriminator is not None:
-        conditions.insert(0, exp.column(part.discriminator[0], "s").eq(part.discriminator[1].copy()))
-    found.append(("old state: MV rows whose hidden key columns match", _where(state, conditions)))
+    found = [(OLD_STATE, _where(_stored_select(plan, part), [_stored_condition(plan, part, link)]))]
     if _needs_forward(part, link):
         ancestors = part.ancestors(link.alias)
         select = _walk_back(part, ancestors)
@@ -774,6 +767,49 @@ def _alias_key_queries(plan: MvPlan, part: Part, link: Link) -> list[tuple[str, 
         found.append(("new state: walk the joins back to the main source",
                       _where(select, [looked_up, *_where_over(part, {part.main_alias, *ancestors})])))
     return found
+
+
+def _stored_select(plan: MvPlan, part: Part) -> exp.Select:
+    """The part's main keys FROM the stored MV rows (of the part, when a discriminator tells them apart)."""
+    select = exp.select(*[exp.alias_(exp.column(c, "s"), k) for k, c in zip(part.main_key, part.main_key_columns)])
+    select = select.from_(_table(plan.view_name("stored"), "s"))
+    if part.discriminator is not None:
+        select = select.where(exp.column(part.discriminator[0], "s").eq(part.discriminator[1].copy()), copy=False)
+    return select
+
+
+def _stored_condition(plan: MvPlan, part: Part, link: Link) -> exp.Expression:
+    """Stored rows whose hidden key columns for ``link`` hold one of its changed keys."""
+    prefix = f"{HIDDEN_PREFIX}k{part.index if len(plan.parts) > 1 else ''}_{link.alias}_"
+    hidden = [exp.column(f"{prefix}{k}", "s") for k, _ in link.bound]
+    return _in(hidden, _changed(plan, link, link.input, [exp.column(k, "c") for k, _ in link.bound]))
+
+
+def _looked_up(part: Part) -> list[Link]:
+    """The links whose changes are found in the stored MV rows (by their hidden key columns)."""
+    return [link for link in part.links if not link.constant and _shortcut(part, link) is None]
+
+
+def lookup_inputs(part: Part) -> set[str]:
+    """The inputs whose changed keys ``lookup_query`` looks up for ``part``."""
+    return {link.input for link in _looked_up(part)}
+
+
+def lookup_query(plan: MvPlan, part: Part) -> exp.Select | None:
+    """Affected main keys of ``part`` found in the stored MV rows, for every looked-up input at
+    once: one scan of the MV, whichever inputs changed (an input that did not has an empty
+    changed-keys view, which Spark drops from the plan).
+
+    >>> plan = plan_from_sql("SELECT o.id, s.name, c.name AS cat FROM d.o AS o JOIN d.s AS s ON s.id = o.sid "
+    ...                      "LEFT JOIN d.c AS c ON c.id = o.cid",
+    ...                      {"d.o": ("position", ("id",)), "d.s": ("position", ("id",)), "d.c": ("dictionary", ("id",))})
+    >>> print(lookup_query(plan, plan.parts[0]).sql(dialect="spark"))
+    SELECT s.id AS id FROM mvflow_mv_stored AS s WHERE s._mvflow_k_s_id IN (SELECT c.id FROM mvflow_mv_changed_d_s AS c) OR s._mvflow_k_c_id IN (SELECT c.id FROM mvflow_mv_changed_d_c AS c)
+    """
+    conditions = [_stored_condition(plan, part, link) for link in _looked_up(part)]
+    if not conditions:
+        return None
+    return _stored_select(plan, part).where(exp.or_(*conditions), copy=False)
 
 
 def key_query_methods(plan: MvPlan, input_id: str, part: Part) -> list[tuple[str, str, exp.Select]]:
@@ -789,14 +825,15 @@ def key_query_methods(plan: MvPlan, input_id: str, part: Part) -> list[tuple[str
 
 
 def key_query(plan: MvPlan, input_id: str, part: Part) -> exp.Query | None:
-    """Affected main keys of ``part`` from the changed keys of ``input_id`` (None if it does not read it).
+    """Affected main keys of ``part`` from the changed keys of ``input_id``, besides those the
+    stored MV rows give (``lookup_query``); None if there are no others.
 
     >>> plan = plan_from_sql("SELECT o.id, s.name FROM d.o AS o JOIN d.s AS s ON s.id = o.sid",
     ...                      {"d.o": ("position", ("id",)), "d.s": ("position", ("id",))})
     >>> print(key_query(plan, "d.s", plan.parts[0]).sql(dialect="spark"))
-    SELECT s.id AS id FROM mvflow_mv_stored AS s WHERE s._mvflow_k_s_id IN (SELECT c.id FROM mvflow_mv_changed_d_s AS c) UNION SELECT o.id AS id FROM d.o AS o WHERE o.sid IN (SELECT c.id FROM mvflow_mv_changed_d_s AS c)
+    SELECT o.id AS id FROM d.o AS o WHERE o.sid IN (SELECT c.id FROM mvflow_mv_changed_d_s AS c)
     """
-    queries = [query for _, _, query in key_query_methods(plan, input_id, part)]
+    queries = [query for _, method, query in key_query_methods(plan, input_id, part) if method != OLD_STATE]
     return _union(queries, distinct=True) if queries else None
 
 
@@ -931,6 +968,10 @@ def derive(plan: MvPlan) -> Derived:
             query = key_query(plan, input_id, part)
             if query is not None:
                 q[f"key:{input_id}:p{part.index}"] = pretty(query)
+    for part in plan.parts:
+        lookup = lookup_query(plan, part)
+        if lookup is not None:
+            q[f"lookup:p{part.index}"] = pretty(lookup)
     q["stored"] = pretty(stored_query(plan))
     q["keys"] = pretty(affected_keys_query(plan))
     q["build_base"] = f"CREATE TABLE {base}\nUSING parquet\nAS\n{q['full']}"
