@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 HIDDEN_PREFIX = "_mvflow_"
 OLD_STATE = "old state: MV rows whose hidden key columns match"
+NEW_STATE = "new state: walk the joins back to the main source"
 BATCH = "mvflow_batch"  # partition column: the Hive metastore filter parser rejects a leading _
 DELETED = "_mvflow_deleted"
 FOUND = "_mvflow_found"
@@ -723,14 +724,16 @@ def _where_over(part: Part, aliases: set[str]) -> list[exp.Expression]:
     return [c.copy() for c in _conjuncts(where.this) if {_alias_of(col) for col in c.find_all(exp.Column)} <= aliases]
 
 
-def _walk_back(part: Part, aliases: list[str]) -> exp.Select:
-    """FROM the main source INNER JOIN the given aliases (in join order) with their ON conditions."""
+def _walk_back(part: Part, aliases: list[str], as_joined: bool = False) -> exp.Select:
+    """FROM the main source joined to the given aliases (in join order) with their ON conditions:
+    INNER joins, or each as the model joins it with ``as_joined``."""
     main = part.select.args.get("from_") or part.select.args.get("from")
     select = exp.select(*[exp.alias_(exp.column(k, part.main_alias), k) for k in part.main_key]).from_(main.this.copy())
     joins = {j.this.alias_or_name.lower(): j for j in part.select.args.get("joins") or []}
     for alias in aliases:
         if alias != part.main_alias:
-            select.join(joins[alias].this.copy(), on=joins[alias].args["on"].copy(), join_type="inner", copy=False)
+            side = part.link(alias).side if as_joined else "inner"
+            select.join(joins[alias].this.copy(), on=joins[alias].args["on"].copy(), join_type=side, copy=False)
     return select
 
 
@@ -761,11 +764,7 @@ def _alias_key_queries(plan: MvPlan, part: Part, link: Link) -> list[tuple[str, 
         return [("direct: the join columns are the main key", _changed(plan, link, link.input, columns))]
     found = [(OLD_STATE, _where(_stored_select(plan, part), [_stored_condition(plan, part, link)]))]
     if _needs_forward(part, link):
-        ancestors = part.ancestors(link.alias)
-        select = _walk_back(part, ancestors)
-        looked_up = _in([col.copy() for _, col in link.bound], _changed(plan, link, link.input, [exp.column(k, "c") for k, _ in link.bound]))
-        found.append(("new state: walk the joins back to the main source",
-                      _where(select, [looked_up, *_where_over(part, {part.main_alias, *ancestors})])))
+        found.append((NEW_STATE, _walk_query(plan, part, [link])))
     return found
 
 
@@ -790,9 +789,40 @@ def _looked_up(part: Part) -> list[Link]:
     return [link for link in part.links if not link.constant and _shortcut(part, link) is None]
 
 
-def lookup_inputs(part: Part) -> set[str]:
-    """The inputs whose changed keys ``lookup_query`` looks up for ``part``."""
+def _walked(part: Part) -> list[Link]:
+    """The looked-up links whose changes can also add rows: walked back from in the new state."""
+    return [link for link in _looked_up(part) if _needs_forward(part, link)]
+
+
+def shared_inputs(part: Part) -> set[str]:
+    """The inputs whose changed keys ``lookup_query`` and ``walk_query`` read for ``part``."""
     return {link.input for link in _looked_up(part)}
+
+
+def _walk_query(plan: MvPlan, part: Part, links: list[Link]) -> exp.Select:
+    """Main keys whose row in the new state joins a changed key of one of ``links``: the main
+    source joined, as the model joins them, to the links' ancestors, with the WHERE conjuncts
+    over those. A row of the MV joins the same ancestor rows, so every such key is found."""
+    aliases = {a for link in links for a in part.ancestors(link.alias)}
+    order = [a for a in [part.main_alias, *(l.alias for l in part.links)] if a in aliases]
+    conditions = [_in([col.copy() for _, col in link.bound],
+                      _changed(plan, link, link.input, [exp.column(k, "c") for k, _ in link.bound])) for link in links]
+    select = _walk_back(part, order, as_joined=True)
+    return _where(select, [exp.or_(*conditions), *_where_over(part, {part.main_alias, *aliases})])
+
+
+def walk_query(plan: MvPlan, part: Part) -> exp.Select | None:
+    """Affected main keys of ``part`` found by walking back from every walked input at once: one
+    scan of the main source, whichever inputs changed (see ``lookup_query``).
+
+    >>> plan = plan_from_sql("SELECT o.id, w.name FROM d.o AS o JOIN d.s AS s ON s.id = o.sid "
+    ...                      "JOIN d.w AS w ON w.id = s.wid WHERE o.live",
+    ...                      {"d.o": ("position", ("id",)), "d.s": ("position", ("id",)), "d.w": ("changes", ("id",))})
+    >>> print(walk_query(plan, plan.parts[0]).sql(dialect="spark"))
+    SELECT o.id AS id FROM d.o AS o INNER JOIN d.s AS s ON s.id = o.sid WHERE (o.sid IN (SELECT c.id FROM mvflow_mv_changed_d_s AS c) OR s.wid IN (SELECT c.id FROM mvflow_mv_changed_d_w AS c)) AND o.live
+    """
+    links = _walked(part)
+    return _walk_query(plan, part, links) if links else None
 
 
 def lookup_query(plan: MvPlan, part: Part) -> exp.Select | None:
@@ -825,15 +855,15 @@ def key_query_methods(plan: MvPlan, input_id: str, part: Part) -> list[tuple[str
 
 
 def key_query(plan: MvPlan, input_id: str, part: Part) -> exp.Query | None:
-    """Affected main keys of ``part`` from the changed keys of ``input_id``, besides those the
-    stored MV rows give (``lookup_query``); None if there are no others.
+    """Affected main keys of ``part`` from the changed keys of ``input_id``, besides those
+    ``lookup_query`` and ``walk_query`` find for every input at once; None if there are no others.
 
-    >>> plan = plan_from_sql("SELECT o.id, s.name FROM d.o AS o JOIN d.s AS s ON s.id = o.sid",
-    ...                      {"d.o": ("position", ("id",)), "d.s": ("position", ("id",))})
-    >>> print(key_query(plan, "d.s", plan.parts[0]).sql(dialect="spark"))
-    SELECT o.id AS id FROM d.o AS o WHERE o.sid IN (SELECT c.id FROM mvflow_mv_changed_d_s AS c)
+    >>> plan = plan_from_sql("SELECT o.id, p.price FROM d.o AS o LEFT JOIN d.p AS p ON p.oid = o.id",
+    ...                      {"d.o": ("position", ("id",)), "d.p": ("changes", ("oid",))})
+    >>> print(key_query(plan, "d.p", plan.parts[0]).sql(dialect="spark"))
+    SELECT c.oid AS id FROM mvflow_mv_changed_d_p AS c
     """
-    queries = [query for _, method, query in key_query_methods(plan, input_id, part) if method != OLD_STATE]
+    queries = [query for _, method, query in key_query_methods(plan, input_id, part) if method not in (OLD_STATE, NEW_STATE)]
     return _union(queries, distinct=True) if queries else None
 
 
@@ -969,9 +999,9 @@ def derive(plan: MvPlan) -> Derived:
             if query is not None:
                 q[f"key:{input_id}:p{part.index}"] = pretty(query)
     for part in plan.parts:
-        lookup = lookup_query(plan, part)
-        if lookup is not None:
-            q[f"lookup:p{part.index}"] = pretty(lookup)
+        for name, query in (("lookup", lookup_query(plan, part)), ("walk", walk_query(plan, part))):
+            if query is not None:
+                q[f"{name}:p{part.index}"] = pretty(query)
     q["stored"] = pretty(stored_query(plan))
     q["keys"] = pretty(affected_keys_query(plan))
     q["build_base"] = f"CREATE TABLE {base}\nUSING parquet\nAS\n{q['full']}"
