@@ -794,9 +794,14 @@ def _walked(part: Part) -> list[Link]:
     return [link for link in _looked_up(part) if _needs_forward(part, link)]
 
 
-def shared_inputs(part: Part) -> set[str]:
-    """The inputs whose changed keys ``lookup_query`` and ``walk_query`` read for ``part``."""
+def lookup_inputs(part: Part) -> set[str]:
+    """The inputs whose changed keys ``lookup_query`` reads for ``part``."""
     return {link.input for link in _looked_up(part)}
+
+
+def walk_inputs(part: Part) -> set[str]:
+    """The inputs whose changed keys ``walk_query`` reads for ``part`` (some of ``lookup_inputs``)."""
+    return {link.input for link in _walked(part)}
 
 
 def _walk_query(plan: MvPlan, part: Part, links: list[Link]) -> exp.Select:

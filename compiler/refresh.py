@@ -32,7 +32,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import watch
-from .mv import BATCH, Derived, MvPlan, derive, diffed, mv_plan, shared_inputs, state_query
+from .mv import BATCH, Derived, MvPlan, derive, diffed, lookup_inputs, mv_plan, state_query, walk_inputs
 from .parse import pretty
 from .state import Commit, Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
 
@@ -453,14 +453,14 @@ class _Refresh:
         """Affected main keys of every part (checkpointed; views ``affected_p<i>``) and their MV
         keys (view ``keys``); returns how many MV keys."""
         moved = {input_id for input_id, n in changed.items() if n}
-        for input_id in set().union(*(shared_inputs(part) for part in self.plan.parts)) - moved:
-            info = self.plan.inputs[input_id]  # the lookup and walk queries read every shared input's view
+        for input_id in set().union(*(lookup_inputs(part) for part in self.plan.parts)) - moved:
+            info = self.plan.inputs[input_id]  # the lookup and walk queries read the views of all their inputs
             self._view(f"changed_{info.slug}", self.spark.table(info.relation).select(*info.key).limit(0))
         parts = {}
         for part in self.plan.parts:
             names = [f"key:{i}:p{part.index}" for i in sorted(moved)]
-            if moved & shared_inputs(part):
-                names += [f"lookup:p{part.index}", f"walk:p{part.index}"]
+            names += [f"{name}:p{part.index}" for name, inputs in (("lookup", lookup_inputs(part)), ("walk", walk_inputs(part)))
+                      if moved & inputs]
             frames = [self._sql(name) for name in names if name in self.derived.queries]
             if frames:
                 parts[part.index] = self._checkpoint(_union_all(frames).distinct())
