@@ -40,8 +40,6 @@ if TYPE_CHECKING:
     from .compile import Manifest, Model
 
 HIDDEN_PREFIX = "_mvflow_"
-OLD_STATE = "old state: MV rows whose hidden key columns match"
-NEW_STATE = "new state: walk the joins back to the main source"
 BATCH = "mvflow_batch"  # partition column: the Hive metastore filter parser rejects a leading _
 DELETED = "_mvflow_deleted"
 FOUND = "_mvflow_found"
@@ -751,8 +749,9 @@ def _shortcut(part: Part, link: Link) -> dict[str, str] | None:
     return {m: direct[m] for m in part.main_key} if all(m in direct for m in part.main_key) else None
 
 
-def _alias_key_queries(plan: MvPlan, part: Part, link: Link) -> list[tuple[str, exp.Select]]:
-    """(method, query) pairs mapping changed keys of one joined alias to affected main keys."""
+def _alias_key_queries(plan: MvPlan, part: Part, link: Link) -> list[tuple[str, exp.Select | None]]:
+    """(method, query) pairs mapping changed keys of one joined alias to affected main keys; no
+    query where ``lookup_query`` or ``walk_query`` finds the keys for every input at once."""
     if link.constant:
         ancestors = part.ancestors(link.alias)
         select = _walk_back(part, ancestors)
@@ -762,9 +761,9 @@ def _alias_key_queries(plan: MvPlan, part: Part, link: Link) -> list[tuple[str, 
     if shortcut is not None:
         columns = [exp.alias_(exp.column(shortcut[m], "c"), m) for m in part.main_key]
         return [("direct: the join columns are the main key", _changed(plan, link, link.input, columns))]
-    found = [(OLD_STATE, _where(_stored_select(plan, part), [_stored_condition(plan, part, link)]))]
+    found: list[tuple[str, exp.Select | None]] = [("old state: MV rows whose hidden key columns match", None)]
     if _needs_forward(part, link):
-        found.append((NEW_STATE, _walk_query(plan, part, [link])))
+        found.append(("new state: walk the joins back to the main source", None))
     return found
 
 
@@ -804,21 +803,11 @@ def walk_inputs(part: Part) -> set[str]:
     return {link.input for link in _walked(part)}
 
 
-def _walk_query(plan: MvPlan, part: Part, links: list[Link]) -> exp.Select:
-    """Main keys whose row in the new state joins a changed key of one of ``links``: the main
-    source joined, as the model joins them, to the links' ancestors, with the WHERE conjuncts
-    over those. A row of the MV joins the same ancestor rows, so every such key is found."""
-    aliases = {a for link in links for a in part.ancestors(link.alias)}
-    order = [a for a in [part.main_alias, *(l.alias for l in part.links)] if a in aliases]
-    conditions = [_in([col.copy() for _, col in link.bound],
-                      _changed(plan, link, link.input, [exp.column(k, "c") for k, _ in link.bound])) for link in links]
-    select = _walk_back(part, order, as_joined=True)
-    return _where(select, [exp.or_(*conditions), *_where_over(part, {part.main_alias, *aliases})])
-
-
 def walk_query(plan: MvPlan, part: Part) -> exp.Select | None:
-    """Affected main keys of ``part`` found by walking back from every walked input at once: one
-    scan of the main source, whichever inputs changed (see ``lookup_query``).
+    """Main keys whose row in the new state joins a changed key of a walked input, for every
+    walked input at once (one scan of the main source): the main source joined, as the model
+    joins them, to the inputs' ancestors, with the WHERE conjuncts over those. A row of the MV
+    joins the same ancestor rows, so every such key is found.
 
     >>> plan = plan_from_sql("SELECT o.id, w.name FROM d.o AS o JOIN d.s AS s ON s.id = o.sid "
     ...                      "JOIN d.w AS w ON w.id = s.wid WHERE o.live",
@@ -827,7 +816,14 @@ def walk_query(plan: MvPlan, part: Part) -> exp.Select | None:
     SELECT o.id AS id FROM d.o AS o INNER JOIN d.s AS s ON s.id = o.sid WHERE (o.sid IN (SELECT c.id FROM mvflow_mv_changed_d_s AS c) OR s.wid IN (SELECT c.id FROM mvflow_mv_changed_d_w AS c)) AND o.live
     """
     links = _walked(part)
-    return _walk_query(plan, part, links) if links else None
+    if not links:
+        return None
+    aliases = {a for link in links for a in part.ancestors(link.alias)}
+    order = [a for a in [part.main_alias, *(l.alias for l in part.links)] if a in aliases]
+    conditions = [_in([col.copy() for _, col in link.bound],
+                      _changed(plan, link, link.input, [exp.column(k, "c") for k, _ in link.bound])) for link in links]
+    select = _walk_back(part, order, as_joined=True)
+    return _where(select, [exp.or_(*conditions), *_where_over(part, {part.main_alias, *aliases})])
 
 
 def lookup_query(plan: MvPlan, part: Part) -> exp.Select | None:
@@ -847,8 +843,9 @@ def lookup_query(plan: MvPlan, part: Part) -> exp.Select | None:
     return _stored_select(plan, part).where(exp.or_(*conditions), copy=False)
 
 
-def key_query_methods(plan: MvPlan, input_id: str, part: Part) -> list[tuple[str, str, exp.Select]]:
-    """(alias, method, query) for every way a change of ``input_id`` reaches ``part``'s main keys."""
+def key_query_methods(plan: MvPlan, input_id: str, part: Part) -> list[tuple[str, str, exp.Select | None]]:
+    """(alias, method, query) for every way a change of ``input_id`` reaches ``part``'s main keys
+    (no query for the ways ``lookup_query`` and ``walk_query`` cover)."""
     found = []
     if part.main_input == input_id:
         columns = [exp.column(k, "c") for k in part.main_key]
@@ -868,7 +865,7 @@ def key_query(plan: MvPlan, input_id: str, part: Part) -> exp.Query | None:
     >>> print(key_query(plan, "d.p", plan.parts[0]).sql(dialect="spark"))
     SELECT c.oid AS id FROM mvflow_mv_changed_d_p AS c
     """
-    queries = [query for _, method, query in key_query_methods(plan, input_id, part) if method not in (OLD_STATE, NEW_STATE)]
+    queries = [query for _, _, query in key_query_methods(plan, input_id, part) if query is not None]
     return _union(queries, distinct=True) if queries else None
 
 

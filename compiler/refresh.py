@@ -453,14 +453,13 @@ class _Refresh:
         """Affected main keys of every part (checkpointed; views ``affected_p<i>``) and their MV
         keys (view ``keys``); returns how many MV keys."""
         moved = {input_id for input_id, n in changed.items() if n}
-        for input_id in set().union(*(lookup_inputs(part) for part in self.plan.parts)) - moved:
-            info = self.plan.inputs[input_id]  # the lookup and walk queries read the views of all their inputs
-            self._view(f"changed_{info.slug}", self.spark.table(info.relation).select(*info.key).limit(0))
         parts = {}
         for part in self.plan.parts:
             names = [f"key:{i}:p{part.index}" for i in sorted(moved)]
-            names += [f"{name}:p{part.index}" for name, inputs in (("lookup", lookup_inputs(part)), ("walk", walk_inputs(part)))
-                      if moved & inputs]
+            for name, inputs in (("lookup", lookup_inputs(part)), ("walk", walk_inputs(part))):
+                if moved & inputs:
+                    names.append(f"{name}:p{part.index}")
+                    self._empty_changed_views(inputs - moved)  # the query reads the view of each of its inputs
             frames = [self._sql(name) for name in names if name in self.derived.queries]
             if frames:
                 parts[part.index] = self._checkpoint(_union_all(frames).distinct())
@@ -474,6 +473,11 @@ class _Refresh:
             self._view(f"affected_p{index}", _small(frame, count))
         self._view("keys", _small(keys, count))
         return count
+
+    def _empty_changed_views(self, inputs: set[str]) -> None:
+        for input_id in inputs:
+            info = self.plan.inputs[input_id]
+            self._view(f"changed_{info.slug}", self.spark.table(info.relation).select(*info.key).limit(0))
 
     def compact(self, state: MvState) -> None:
         """Fold the delta into a new base in the idle slot and swap the view (blue/green)."""
