@@ -6,26 +6,31 @@ pyspark is imported inside functions so that ``mvflow compile`` never loads it.
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
+import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import IO, TYPE_CHECKING, Any, Callable
 
 from .errors import Problem, RunError
-from .project import Target
+from .project import SparkSettings, Target
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 _LOG4J = """\
 rootLogger.level = {level}
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{{HH:mm:ss}} %p %c{{1}}: %m%n
-# PySpark runs as a "shell": Spark then resets the root level to this logger's and says so.
+rootLogger.appenderRef.out.ref = out
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = %d{{HH:mm:ss}} %p %c{{1}}: %m%n
+{appender}
+# PySpark runs as a "shell": a class that initialises logging as one (the Py4J gateway, the REPL)
+# resets the root level to its own logger's unless that logger is configured, and says so on stderr.
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = {level}
 logger.repl.name = org.apache.spark.repl.Main
 logger.repl.level = {level}
 # The Hive metastore logs expected conditions ("database already exists") as errors with traces.
@@ -34,35 +39,107 @@ logger.hms.level = off
 logger.hiveobjectstore.name = org.apache.hadoop.hive.metastore.ObjectStore
 logger.hiveobjectstore.level = off
 """
+_CONSOLE = "appender.out.type = Console\nappender.out.target = SYSTEM_ERR"
+_FILE = "appender.out.type = File\nappender.out.fileName = {path}\nappender.out.append = false"
+
+# What the JVM itself writes to stderr at start-up whatever log4j says (the launcher adds the module).
+_JVM_BANNER = ("WARNING: Using incubator modules:",)
+# PySpark logs every captured SQL error with its whole Java stack trace as JSON on stderr.
+_PYSPARK_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+log = logging.getLogger("mvflow")
 
 
-def spark_session(target: Target) -> "SparkSession":
-    """Start (or reuse) the SparkSession described by ``target.spark``."""
+def spark_session(target: Target, verbose: bool | None = None) -> "SparkSession":
+    """Start (or reuse) the SparkSession described by ``target.spark``.
+
+    Quiet unless ``verbose`` (default: whether the ``mvflow`` logger shows debug, as ``--debug``
+    sets it): Spark's log goes to ``spark.log`` beside the metastore, not to the terminal, and the
+    JVM's start-up banner and PySpark's JSON error dumps are dropped; errors reach the user as
+    mvflow messages (``compiler.failures``)."""
     if shutil.which("java") is None:
         raise RunError(Problem("Java is not installed: Spark needs Java 17 or newer",
                                hint="run ./setup.sh, or install openjdk-17-jre-headless", code="no-java"))
     from pyspark.sql import SparkSession
 
-    settings = target.spark
-    builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
+    verbose = log.isEnabledFor(logging.DEBUG) if verbose is None else verbose
+    options = _options(target.spark, verbose)
+    _quiet_pyspark_loggers(not verbose)
+    if not verbose:
+        _launch_quiet_gateway(options)
+    builder = SparkSession.builder
+    for key, value in options.items():
+        builder = builder.config(key, value)
+    session = builder.enableHiveSupport().getOrCreate()
+    session.sparkContext.setLogLevel(target.spark.log_level)
+    return session
+
+
+def spark_log(settings: SparkSettings) -> Path | None:
+    """Where a quiet session's Spark log goes (rewritten by every session start)."""
+    return Path(settings.metastore_dir).parent / "spark.log" if settings.metastore_dir is not None else None
+
+
+def _options(settings: SparkSettings, verbose: bool) -> dict[str, str]:
+    """Every ``spark.*`` setting of the session, as the builder and ``spark-submit`` take them."""
+    options = {"spark.master": settings.master, "spark.app.name": settings.app_name,
+               "spark.sql.catalogImplementation": "hive"}
     java_options = []
     if settings.metastore_dir is not None:
         metastore = Path(settings.metastore_dir)
         metastore.mkdir(parents=True, exist_ok=True)
         log4j = metastore / "log4j2.properties"
-        log4j.write_text(_LOG4J.format(level=settings.log_level.lower()))
+        appender = _CONSOLE if verbose else _FILE.format(path=spark_log(settings))
+        log4j.write_text(_LOG4J.format(level=settings.log_level.lower(), appender=appender))
         java_options += [f"-Dderby.system.home={metastore}", f"-Dlog4j2.configurationFile=file:{log4j}"]
-        builder = builder.config("spark.hadoop.javax.jdo.option.ConnectionURL",
-                                 f"jdbc:derby:;databaseName={metastore / 'metastore_db'};create=true")
+        options["spark.hadoop.javax.jdo.option.ConnectionURL"] = f"jdbc:derby:;databaseName={metastore / 'metastore_db'};create=true"
     if settings.warehouse_dir is not None:
-        builder = builder.config("spark.sql.warehouse.dir", str(settings.warehouse_dir))
+        options["spark.sql.warehouse.dir"] = str(settings.warehouse_dir)
     if java_options:
-        builder = builder.config("spark.driver.extraJavaOptions", " ".join(java_options))
-    for key, value in sorted(settings.conf.items()):
-        builder = builder.config(key, value)
-    session = builder.enableHiveSupport().getOrCreate()
-    session.sparkContext.setLogLevel(settings.log_level)
-    return session
+        options["spark.driver.extraJavaOptions"] = " ".join(java_options)
+    options.update((key, str(value)) for key, value in sorted(settings.conf.items()))
+    return options
+
+
+def _quiet_pyspark_loggers(quiet: bool) -> None:
+    from pyspark.logger import PySparkLogger
+
+    for name in _PYSPARK_LOGGERS:
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1 if quiet else logging.WARNING)
+
+
+def _launch_quiet_gateway(options: dict[str, str]) -> None:
+    """Start the JVM as pyspark would, but with its stderr read through ``_forward_stderr`` (from
+    the start, so that a JVM that fails to start is still heard), unless this process has one."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    conf = SparkConf(loadDefaults=False)
+    for key, value in options.items():
+        conf.set(key, value)
+    read, write = os.pipe()
+    threading.Thread(target=_forward_stderr, args=(os.fdopen(read, "rb"), sys.stderr), daemon=True,
+                     name="mvflow-jvm-stderr").start()
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": write})
+    finally:
+        os.close(write)
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
+def _forward_stderr(stream: IO[bytes], out: IO[str]) -> None:
+    """Copy the JVM's stderr to ours, without its start-up banner: a crash still shows."""
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace")
+        if line.startswith(_JVM_BANNER):
+            continue
+        try:
+            out.write(line)
+            out.flush()
+        except (OSError, ValueError):  # our stderr is gone (closed pipe, finished test capture)
+            pass
 
 
 class LazySession:
