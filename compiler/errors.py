@@ -6,6 +6,7 @@ traceback; ``--debug`` shows one.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 
@@ -114,3 +115,28 @@ def snippet(text: str, line: int, col: int | None = None, context: int = 1) -> s
         if number == line and col:
             out.append(f"{'':>5} | {' ' * (col - 1)}^")
     return "\n".join(out)
+
+
+def find_line(text: str, name: str, before: str = "") -> int | None:
+    """The line (1-based) of ``text`` where the dotted ``name`` (``s.rating``, ``stage.shops`` in backticks or not)
+    appears as whole words, case-insensitively; else where its last part does. ``before`` is the
+    text preceding the name where it was found (e.g. in the statement Spark ran): its own matches
+    count, so the same occurrence is chosen here. None if the name does not appear.
+
+    >>> find_line("select\\n  s.rating,\\n  s.name\\nfrom x as s", "S . name")
+    3
+    >>> find_line("from {{ source('stage', 'shops') }} as s", "`stage`.`shops`")
+    1
+    >>> find_line("select a.id,\\n b.id\\nfrom a join b", "id", before="SELECT a.id, b.")
+    2
+    """
+    parts = [part.strip().strip("`\"") for part in name.split(".") if part.strip()]
+    if not parts:
+        return None
+    for pattern in (r"\s*\.\s*".join(map(re.escape, parts)), re.escape(parts[-1])):
+        word = re.compile(rf"(?<![\w$]){pattern}(?![\w$])", re.IGNORECASE)
+        found = list(word.finditer(text))
+        if found:
+            chosen = found[min(len(word.findall(before)), len(found) - 1)]
+            return text.count("\n", 0, chosen.start()) + 1
+    return None

@@ -7,17 +7,19 @@ Kinds whose refresh this runner does not implement are reported as skipped with 
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import networkx as nx
 
-from . import materialize
+from . import failures, materialize
 from .compile import Manifest, Model
 from .graph import model_id
 from .kinds import TableKind
@@ -40,6 +42,7 @@ class Result:
 @dataclass
 class RunReport:
     results: list[Result] = field(default_factory=list)
+    interrupted: bool = False  # Ctrl-C: running models were cancelled, the rest not started
 
     @property
     def ok(self) -> bool:
@@ -55,6 +58,7 @@ class RunReport:
         return json.dumps({"results": [asdict(r) for r in self.results], "counts": self.counts()}, indent=2) + "\n"
 
 
+EXIT_INTERRUPTED = 130
 Printer = Callable[[str], None]
 ModelRunner = Callable[["SparkSession", Manifest, Model], Result]
 
@@ -78,6 +82,8 @@ def run_models(
 
     def finish(result: Result) -> None:
         nonlocal done
+        if _session_failure(spark) is not None:  # the run stops with that error alone
+            return
         with lock:
             done += 1
             report.results.append(result)
@@ -90,30 +96,52 @@ def run_models(
         runner = runners.get(model.kind.name)
         if runner is None:
             return Result(name, model.kind.name, "skipped", message=f"the '{model.kind.name}' kind is not run yet")
+        if stopping.is_set():
+            return Result(name, model.kind.name, "skipped", message="the run was interrupted")
         echo(f"{_clock()} | START {model.kind.name:<5} {model.relation}")
-        return runner(spark, manifest, model)
+        with failures.running(doing.setdefault(name, failures.Running(manifest, model, spark))):
+            return runner(spark, manifest, model)
 
     pending = dict(dag.in_degree())
     ready = sorted(n for n, d in pending.items() if d == 0)
+    stopping = threading.Event()
+    doing: dict[str, failures.Running] = {}  # what each started model runs now, for Ctrl-C's message
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         running: dict[Future, str] = {}
-        while ready or running:
-            while ready and len(running) < max(1, threads):
-                name = ready.pop(0)
-                blocked = [p for p in nx.ancestors(dag, name) if p in failed]
-                if blocked:
-                    finish(Result(name, manifest.models[name].kind.name, "skipped", message=f"upstream {sorted(blocked)[0]} failed"))
-                    ready += _release(dag, pending, name)
+        try:
+            while (ready or running) and not stopping.is_set() and _session_failure(spark) is None:
+                while ready and len(running) < max(1, threads):
+                    name = ready.pop(0)
+                    blocked = [p for p in nx.ancestors(dag, name) if p in failed]
+                    if blocked:
+                        finish(Result(name, manifest.models[name].kind.name, "skipped", message=f"upstream {sorted(blocked)[0]} failed"))
+                        ready += _release(dag, pending, name)
+                        continue
+                    running[pool.submit(execute, name)] = name
+                if not running:
                     continue
-                running[pool.submit(execute, name)] = name
-            if not running:
-                continue
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in finished:
-                name = running.pop(future)
-                finish(future.result())
-                ready += _release(dag, pending, name)
-            ready.sort()
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    name = running.pop(future)
+                    finish(future.result())
+                    ready += _release(dag, pending, name)
+                ready.sort()
+        except KeyboardInterrupt:
+            stopping.set()
+            report.interrupted = True
+            echo(_stopping_line([doing[n] for n in sorted(running.values()) if n in doing]))
+            previous = _exit_on_next_interrupt()
+            _cancel_until_done(spark, list(running))
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+            for future in running:
+                finish(_interrupted(future.result()))
+    failure = _session_failure(spark)
+    if failure is not None:
+        raise failure
+    reported = {r.name for r in report.results}
+    for name in (n for n in selected if report.interrupted and n not in reported):
+        report.results.append(Result(name, manifest.models[name].kind.name, "skipped", message="the run was interrupted"))
     report.results.sort(key=lambda r: selected.index(r.name))
     return report
 
@@ -127,6 +155,43 @@ def _selected_dag(manifest: Manifest, selected: list[str]) -> nx.DiGraph:
     dag.add_nodes_from(selected)
     dag.add_edges_from((ids[a], ids[b]) for a, b in closure.edges if a in ids and b in ids)
     return dag
+
+
+def _session_failure(spark: object) -> Exception | None:
+    """A check run when the session started (``LazySession(then=...)``) that failed: the run stops."""
+    return getattr(spark, "failure", None)
+
+
+def _stopping_line(doing: list[failures.Running]) -> str:
+    steps = [f"{w.model.kind.name} {w.model.name}" + (f" ({w.purpose})" if w.purpose else "") for w in doing]
+    what = f"cancelling the Spark jobs of {'; '.join(steps)}" if steps else "no model is running"
+    return f"{_clock()} | Ctrl-C: stopping the run, {what}; no new model starts (Ctrl-C again to exit at once)"
+
+
+def _exit_on_next_interrupt() -> Any:
+    """While the run stops, a second Ctrl-C ends the process at once; returns the handler to restore."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, lambda *_: os._exit(EXIT_INTERRUPTED))
+
+
+def _cancel_until_done(spark: object, futures: list[Future]) -> None:
+    """Cancel Spark's jobs until the running models have returned: a runner between two statements
+    starts another job, which is cancelled in turn (the session may also still be starting)."""
+    while True:
+        if getattr(spark, "started", True):
+            try:
+                spark.sparkContext.cancelAllJobs()  # type: ignore[attr-defined]
+            except Exception:  # noqa: BLE001 - a session going down has no jobs left to cancel
+                pass
+        if not wait(futures, timeout=0.5).not_done:
+            return
+
+
+def _interrupted(result: Result) -> Result:
+    if result.status == "error":
+        result.message = f"interrupted (Ctrl-C): {result.message}"
+    return result
 
 
 def _release(dag: nx.DiGraph, pending: dict[str, int], name: str) -> list[str]:
@@ -145,7 +210,8 @@ def _clock() -> str:
 def _progress_line(done: int, total: int, result: Result) -> str:
     status = {"success": "OK   ", "error": "ERROR", "skipped": "SKIP "}[result.status]
     rows = f"{result.rows:,} rows" if result.rows is not None else ""
-    detail = f" — {result.message}" if result.message else ""
+    # an error is a `path:line: [code] …` message like compile's: on a line of its own
+    detail = f"\n  {result.message}" if result.status == "error" else f" — {result.message}" if result.message else ""
     return f"{_clock()} | {done} of {total} {status} {result.kind:<5} {result.name:<32} {rows:>14} in {result.seconds:.1f}s{detail}"
 
 
@@ -158,6 +224,7 @@ def run_statements(spark: "SparkSession", manifest: Manifest, model: Model) -> R
         if isinstance(model.kind, TableKind):
             params["build_table"] = materialize.slot_table(model.relation, idle_slot(spark, model.relation))
         for item in materialize.statements(model) or []:
+            failures.running_statement(item.sql, item.purpose)
             spark.sql(item.sql, args={k: v for k, v in params.items() if f":{k}" in item.sql} or None)
         if isinstance(model.kind, TableKind):
             result.rows = spark.table(params["build_table"]).count()
@@ -182,5 +249,5 @@ def idle_slot(spark: "SparkSession", relation: str) -> str:
 
 
 def _spark_message(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:500] if text else type(exc).__name__
+    """A failing model's one-line message (see ``compiler.failures``); runners of every kind use it."""
+    return failures.describe(exc)

@@ -147,7 +147,11 @@ def test_a_failing_model_skips_its_descendants(spark, make_project):
         report, lines = env.run()
         result = {r.name: r for r in report.results}
         assert not report.ok
-        assert result["broken"].status == "error" and "nope" in result["broken"].message
+        assert result["broken"].status == "error"
+        # the model's file and line, what is wrong, the table's actual columns, the file that ran
+        assert result["broken"].message == (
+            f"models/mart/broken.sql:1: [unknown-column] column e.nope does not exist — did you mean e.id?; "
+            f"{env.src}.events has columns: id (ran target/run/mart/broken.sql)")
         assert (result["after_broken"].status, result["after_broken"].message) == ("skipped", "upstream broken failed")
         assert (result["after_after"].status, result["after_after"].message) == ("skipped", "upstream broken failed")
         assert {result[n].status for n in ("stg_items", "shop_stats", "top_shop")} == {"success"}
@@ -166,6 +170,10 @@ def test_cli_run_exits_1_on_failure_and_writes_run_results(spark, make_project, 
         out, err = capsys.readouterr()
         assert info.value.code == 1, err
         assert "1 ok, 1 failed, 0 skipped" in out
+        assert "\n  models/mart/broken.sql:1: [unknown-column] column e.nope does not exist" in out
+        assert "(ran target/run/mart/broken.sql)" in out
+        for noise in ("Traceback", "at org.apache", "SQLQueryContextLogger", "Py4JJavaError"):
+            assert noise not in out + err
         results = json.loads((env.root / "target" / "run_results.json").read_text())
         assert results["counts"] == {"success": 1, "error": 1, "skipped": 0}
         assert {r["name"]: r["status"] for r in results["results"]} == {"stg_items": "success", "broken": "error"}

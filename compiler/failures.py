@@ -1,0 +1,194 @@
+"""Run-time failures as mvflow messages: a Spark error in a model says which line of the model's
+file it is about, what is wrong, what to do, and which ``target/run/`` file ran — the way compile
+errors do — instead of Spark's message and Java stack trace::
+
+    models/staging/stg_shops.sql:7: [table-not-found] table stage.shops does not exist — ... (ran target/run/staging/stg_shops.sql)
+
+Spark's errors carry a query context: the fragment of the SQL text that failed and where it starts.
+The compiled SQL is sqlglot's pretty print of the rendered model, so its positions are not the
+file's: the fragment (a table or column name) is looked up in the model's own source instead
+(``errors.find_line``), else the message points at the file's first line.
+
+Runners report errors with ``describe(exc)`` alone (refresh.py, steps.py call ``run._spark_message``),
+so which model and statement were running travels in a context variable that ``run_models`` and
+``run_statements`` set (one per worker thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator
+
+from .errors import MvflowError, Problem, find_line
+
+if TYPE_CHECKING:
+    from .compile import Manifest, Model
+
+log = logging.getLogger("mvflow")
+CREATE_TABLE_HINT = "create it (the demo project: run `mvflow demo init`)"
+
+
+@dataclass
+class Running:
+    """What a worker is running: the model, and the statement it gave Spark last (if known)."""
+
+    manifest: "Manifest"
+    model: "Model"
+    spark: Any = None  # the session, to list a table's actual columns
+    statement: str | None = None
+    purpose: str | None = None  # what that statement does ("build the new version in the idle slot")
+
+
+_running: ContextVar[Running | None] = ContextVar("mvflow_running", default=None)
+
+
+@contextmanager
+def running(where: Running) -> Iterator[Running]:
+    """Failures described inside are about ``where.model``."""
+    token = _running.set(where)
+    try:
+        yield where
+    finally:
+        _running.reset(token)
+
+
+def running_statement(sql: str, purpose: str | None = None) -> None:
+    """The statement the current model runs now (positions in Spark's errors are within it)."""
+    where = _running.get()
+    if where is not None:
+        where.statement, where.purpose = sql, purpose
+
+
+def describe(exc: BaseException) -> str:
+    """The one-line message for a failure of the running model (``path:line: [code] what — hint
+    (ran target/run/…)``); the full error, Java stack trace included, is logged for ``--debug``."""
+    log.debug("%s", _full_text(exc))
+    where = _running.get()
+    if isinstance(exc, MvflowError) or where is None:
+        return _first_line(exc)
+    return problem(exc, where).format()
+
+
+def problem(exc: BaseException, where: Running) -> Problem:
+    """The failure as a Problem pointing into the model's file."""
+    condition = _condition(exc)
+    params = _parameters(exc)
+    if condition == "TABLE_OR_VIEW_NOT_FOUND":
+        name = _unquote(params.get("relationName", ""))
+        code, message, hint = "table-not-found", f"table {name} does not exist", _missing_table_hint(name, where)
+    elif condition.startswith("UNRESOLVED_COLUMN"):
+        name = _unquote(params.get("objectName", ""))
+        code, message, hint = "unknown-column", f"column {name} does not exist", _unknown_column_hint(name, params, where)
+    else:
+        name = ""
+        code = condition.lower().replace("_", "-").replace(".", "-") if condition else "spark-error"
+        message, hint = _spark_text(exc), None
+    fragment, start = _context(exc)
+    before = where.statement[:start] if where.statement and start is not None else ""
+    line = find_line(where.model.raw_sql, fragment or name, before) if fragment or name else None
+    ran = f"(ran {run_file(where)})"
+    if hint:
+        return Problem(message, where.model.path, line or 1, hint=f"{hint} {ran}", code=code)
+    return Problem(f"{message} {ran}", where.model.path, line or 1, code=code)
+
+
+def run_file(where: Running) -> str:
+    """The ``target/run/`` file (view, table) or folder (mv, fact) holding what ran."""
+    from .artifacts import model_stem
+
+    stem = f"{where.manifest.project.target_path}/run/{model_stem(where.model, where.manifest)}"
+    return f"{stem}.sql" if where.model.kind.name in ("view", "table") else f"{stem}/"
+
+
+def _missing_table_hint(name: str, where: Running) -> str:
+    manifest = where.manifest
+    source = next((s for s in manifest.sources.values() if s.id.lower() == name.lower()), None)
+    if source is not None:
+        return f"source {source.id} is declared at {source.path}:{source.line} but its table does not exist: {CREATE_TABLE_HINT}"
+    model = next((m for m in manifest.models.values() if m.relation.lower() == name.lower()), None)
+    if model is not None:
+        return f"it is model {model.name}'s table: build it first (mvflow run -s +{model.name})"
+    return "create the table, or correct the name"
+
+
+def _unknown_column_hint(name: str, params: dict[str, str], where: Running) -> str | None:
+    qualifier = name.rsplit(".", 1)[0] if "." in name else None
+    table = _table_of(where.model, qualifier)
+    columns = _actual_columns(where.spark, table) if table else None
+    proposal = _unquote(params.get("proposal", "").strip("[]"))
+    hints = []
+    if proposal:
+        hints.append(f"did you mean {proposal}?")
+    if columns:
+        hints.append(f"{table} has columns: {', '.join(columns)}")
+    return "; ".join(hints) or None
+
+
+def _table_of(model: "Model", qualifier: str | None) -> str | None:
+    """The table the model reads under ``qualifier`` (an alias or name), or its only table."""
+    from sqlglot import exp
+
+    tables = list(model.ast.find_all(exp.Table)) if model.ast is not None else []
+    if qualifier is not None:
+        tables = [t for t in tables if t.alias_or_name.lower() == qualifier.split(".")[-1].lower()]
+    names = {".".join(p for p in (t.db, t.name) if p) for t in tables}
+    return names.pop() if len(names) == 1 else None
+
+
+def _actual_columns(spark: Any, table: str) -> list[str] | None:
+    if spark is None:
+        return None
+    try:
+        return [c.name for c in spark.catalog.listColumns(table)]
+    except Exception:  # noqa: BLE001 - only a better hint is lost
+        return None
+
+
+def _condition(exc: BaseException) -> str:
+    getter = getattr(exc, "getCondition", None)
+    return (getter() if callable(getter) else None) or ""
+
+
+def _parameters(exc: BaseException) -> dict[str, str]:
+    getter = getattr(exc, "getMessageParameters", None)
+    return dict(getter() or {}) if callable(getter) else {}
+
+
+def _context(exc: BaseException) -> tuple[str | None, int | None]:
+    """The failing fragment of the SQL text and its start index, from Spark's query context."""
+    getter = getattr(exc, "getQueryContext", None)
+    contexts = getter() if callable(getter) else []
+    for context in contexts or []:
+        if context.contextType().name == "SQL":
+            return context.fragment() or None, context.startIndex()
+    return None, None
+
+
+def _unquote(name: str) -> str:
+    return name.replace("`", "")
+
+
+def _spark_text(exc: BaseException) -> str:
+    """Spark's message without the error class, the SQLSTATE and the position (said elsewhere)."""
+    text = _first_line(exc)
+    text = re.sub(r"^\[[A-Z_.]+\]\s*", "", text)
+    return re.sub(r"\s*(SQLSTATE: \w+)?(;? ?line \d+ pos \d+)?;?$", "", text)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    java = getattr(exc, "java_exception", None)  # a Py4JJavaError Spark did not convert
+    if java is not None:
+        text = str(java.getMessage() or java.toString()).strip()
+    return text.splitlines()[0][:500] if text else type(exc).__name__
+
+
+def _full_text(exc: BaseException) -> str:
+    import traceback
+
+    origin = getattr(exc, "_origin", None)  # PySpark's converted error keeps the Java one
+    return "".join(traceback.format_exception(exc)) + (f"\n{origin}" if origin is not None else "")
