@@ -14,6 +14,7 @@ unknown the lineage says so instead of guessing.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -24,7 +25,7 @@ from sqlglot.optimizer.scope import Scope, build_scope
 from sqlglot.schema import MappingSchema
 
 from .cache import cache_key, read_tables
-from .errors import Problem, SelectionError
+from .errors import CompileError, Problem, ProblemList, SelectionError, find_line
 from .graph import model_id, node_name, source_id
 from .parse import DIALECT, table_name
 
@@ -66,6 +67,7 @@ class ModelLineage:
     uses: dict[str, tuple[str, ...]]
     types: dict[str, str | None] = field(default_factory=dict)
     unknown: dict[str, str] = field(default_factory=dict)  # column (or "*") → why its lineage is unknown
+    missing: tuple[tuple[str, str], ...] = ()  # (column as written, source node) not among the source's declared columns
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -188,6 +190,7 @@ def lineage(manifest: Manifest) -> Lineage:
         types.update({ColumnRef(source_id(source.id), c): t for c, t in node_types[source_id(source.id)].items()})
     index = manifest.table_index() if manifest.cache is not None else {}
     models: dict[str, ModelLineage] = {}
+    problems = ProblemList()
     for name in manifest.order():
         model = manifest.models[name]
         if not model.parsed:
@@ -204,10 +207,27 @@ def lineage(manifest: Manifest) -> Lineage:
                 result = model_lineage(model.ast, schema, nodes, known, types, model.columns)
                 manifest.cache.put(key, result)
         models[name] = result
+        for written, node in result.missing:
+            problems.add(_missing_column(manifest, model, written, node, known[node]))
         known[model_id(name)] = list(result.columns) if model.columns is not None else []
         node_types[model_id(name)] = dict(result.types)
         types.update({ColumnRef(model_id(name), c): t for c, t in result.types.items()})
+    problems.raise_if_any(CompileError)
     return Lineage(dict(sorted(models.items())))
+
+
+def _missing_column(manifest: Manifest, model, written: str, node: str, declared: list[str]) -> Problem:
+    source = manifest.sources[node_name(node)]
+    column = written.rsplit(".", 1)[-1]
+    close = difflib.get_close_matches(column.lower(), [c.lower() for c in declared], n=3)
+    hint = f"did you mean {' or '.join(_declared(declared, c) for c in close)}? " if close else ""
+    return Problem(f"{written}: source {source.id} has no column '{column}'", model.path,
+                   find_line(model.raw_sql, written) or 1, code="unknown-column",
+                   hint=f"{hint}(columns declared at {source.path}:{source.line}: {', '.join(declared)})")
+
+
+def _declared(declared: list[str], lower: str) -> str:
+    return next(c for c in declared if c.lower() == lower)
 
 
 def model_lineage(
@@ -252,7 +272,9 @@ class _Tracer:
                                 quote_identifiers=False, identify=False)
             root = build_scope(qualified)
         except (SqlglotError, KeyError, ValueError) as exc:
-            return ModelLineage({}, {}, unknown={"*": f"the query could not be analysed: {str(exc).splitlines()[0]}"})
+            missing = self._missing_columns(query) if str(exc).startswith("Unknown column") else ()
+            return ModelLineage({}, {}, unknown={"*": f"the query could not be analysed: {str(exc).splitlines()[0]}"},
+                                missing=missing)
         if root is None:
             return ModelLineage({}, {}, unknown={"*": "the query could not be analysed"})
         selects = _leftmost(root).expression.selects
@@ -339,6 +361,20 @@ class _Tracer:
             if why and why not in reasons:
                 reasons.append(why)
         return tuple(sorted(Edge(r, t) for r, t in best.items())), "; ".join(reasons) or None
+
+    def _missing_columns(self, query: exp.Query) -> tuple[tuple[str, str], ...]:
+        """Qualified columns (``s.x``) of declared sources that the source does not declare (what
+        made qualify fail: it names only the first)."""
+        root = build_scope(query.copy())
+        missing = []
+        for scope in root.traverse() if root is not None else ():
+            for column in scope.columns:
+                table = scope.sources.get(column.table)
+                node = self._node(table) if isinstance(table, exp.Table) else ""
+                declared = {c.lower() for c in (self.known or {}).get(node) or ()}
+                if node.startswith("source.") and declared and column.name.lower() not in declared:
+                    missing.append((f"{column.table}.{column.name}", node))
+        return tuple(dict.fromkeys(missing))
 
     def _node(self, table: exp.Table) -> str:
         name = table_name(table)
