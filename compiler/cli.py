@@ -6,9 +6,12 @@ User errors print ``file:line: [code] what — what to do`` and exit 2 without a
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import click
 
@@ -110,8 +113,9 @@ def list_models(obj: _Context, select, exclude, target, output) -> None:
 def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps, file_check) -> None:
     """Compile, then build the selected models on Spark in dependency order."""
     from .artifacts import write_artifacts
+    from .drift import check_sources
     from .refresh import mv_runner
-    from .run import run_models
+    from .run import EXIT_INTERRUPTED, run_models
     from .select import select as choose
     from .spark import LazySession, spark_session
     from .state import open_state_store
@@ -122,7 +126,7 @@ def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps
     write_artifacts(manifest, selected)
     started = time.monotonic()
     settings = manifest.project.target(target)
-    spark = LazySession(lambda: spark_session(settings))
+    spark = LazySession(lambda: spark_session(settings), then=lambda session: check_sources(session, manifest, selected))
     store = open_state_store(settings.state)
     runners = {
         "fact": fact_runner(store, StepOptions(max_steps=max_steps, full_refresh=full_refresh, file_check=file_check),
@@ -132,8 +136,10 @@ def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps
     report = run_models(spark, manifest, selected, threads=threads, echo=click.echo, runners=runners)
     (manifest.project.target_dir / "run_results.json").write_text(report.to_json())
     counts = report.counts()
-    click.echo(f"done in {time.monotonic() - started:.1f}s: {counts['success']} ok, {counts['error']} failed, "
-               f"{counts['skipped']} skipped")
+    click.echo(f"{'interrupted' if report.interrupted else 'done'} in {time.monotonic() - started:.1f}s: "
+               f"{counts['success']} ok, {counts['error']} failed, {counts['skipped']} skipped")
+    if report.interrupted:
+        sys.exit(EXIT_INTERRUPTED)
     if not report.ok:
         sys.exit(EXIT_RUN_FAILED)
 
@@ -274,10 +280,29 @@ def demo_change(obj: _Context, fraction, seed, target) -> None:
     click.echo("changed " + ", ".join(f"{table}: {what}" for table, what in counts.items()))
 
 
+@contextmanager
+def _debug_log(debug: bool) -> Iterator[None]:
+    """With --debug, the ``mvflow`` logger prints debug records (full errors, Java stack traces too)
+    and Spark logs to the terminal (see spark.py); reset afterwards for callers that go on."""
+    if not debug:
+        yield
+        return
+    logger, handler = logging.getLogger("mvflow"), logging.StreamHandler()
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
 def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        cli.main(args=argv, prog_name="mvflow", standalone_mode=False)
+        with _debug_log(debug):
+            cli.main(args=argv, prog_name="mvflow", standalone_mode=False)
     except MvflowError as exc:
         if debug:
             raise

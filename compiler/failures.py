@@ -66,7 +66,8 @@ def running_statement(sql: str, purpose: str | None = None) -> None:
 def describe(exc: BaseException) -> str:
     """The one-line message for a failure of the running model (``path:line: [code] what — hint
     (ran target/run/…)``); the full error, Java stack trace included, is logged for ``--debug``."""
-    log.debug("%s", _full_text(exc))
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("%s", _full_text(exc))
     where = _running.get()
     if isinstance(exc, MvflowError) or where is None:
         return _first_line(exc)

@@ -98,8 +98,9 @@ def run_models(
             return Result(name, model.kind.name, "skipped", message=f"the '{model.kind.name}' kind is not run yet")
         if stopping.is_set():
             return Result(name, model.kind.name, "skipped", message="the run was interrupted")
+        doing[name] = failures.Running(manifest, model, spark)
         echo(f"{_clock()} | START {model.kind.name:<5} {model.relation}")
-        with failures.running(doing.setdefault(name, failures.Running(manifest, model, spark))):
+        with failures.running(doing[name]):
             return runner(spark, manifest, model)
 
     pending = dict(dag.in_degree())
@@ -120,7 +121,8 @@ def run_models(
                     running[pool.submit(execute, name)] = name
                 if not running:
                     continue
-                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                # with a timeout: Ctrl-C is seen within half a second whichever thread the signal hit
+                finished, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
                 for future in finished:
                     name = running.pop(future)
                     finish(future.result())

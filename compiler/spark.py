@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable
 
-from .errors import Problem, RunError
+from .errors import MvflowError, Problem, RunError
 from .project import SparkSettings, Target
 
 if TYPE_CHECKING:
@@ -144,10 +144,15 @@ def _forward_stderr(stream: IO[bytes], out: IO[str]) -> None:
 
 class LazySession:
     """A SparkSession started on first use: a run whose models all find nothing to do from the
-    state store and the files (``compiler.watch``) never pays Spark's start-up."""
+    state store and the files (``compiler.watch``) never pays Spark's start-up.
 
-    def __init__(self, start: Callable[[], "SparkSession"]):
-        self._start, self._session, self._lock = start, None, threading.Lock()
+    ``then(session)`` runs once when the session has started, before anyone gets it (the run's
+    check of the sources' schemas, ``compiler.drift``). If it raises a user error, that error is
+    kept as ``failure`` and raised to every caller: the run stops (``run_models``)."""
+
+    def __init__(self, start: Callable[[], "SparkSession"], then: Callable[["SparkSession"], None] | None = None):
+        self._start, self._then, self._session, self._lock = start, then, None, threading.Lock()
+        self.failure: MvflowError | None = None
 
     @property
     def started(self) -> bool:
@@ -155,8 +160,17 @@ class LazySession:
 
     def session(self) -> "SparkSession":
         with self._lock:
+            if self.failure is not None:
+                raise self.failure
             if self._session is None:
-                self._session = self._start()
+                session = self._start()
+                try:
+                    if self._then is not None:
+                        self._then(session)
+                except MvflowError as exc:
+                    self.failure = exc
+                    raise
+                self._session = session
             return self._session
 
     def __getattr__(self, name: str) -> Any:

@@ -1,0 +1,83 @@
+"""Schema drift: the columns the sources of a run declare, checked against their actual tables
+once per run, when Spark starts and before any model's SQL runs (``LazySession(then=...)``), so a
+dropped or retyped column stops the run with the source's YAML file and line instead of failing
+a model half-way, and no table or offset is touched. One catalog call per source.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+from .errors import Problem, ProblemList, RunError
+from .failures import CREATE_TABLE_HINT
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from .compile import Manifest
+    from .sources import Source
+
+
+def check_sources(spark: "SparkSession", manifest: "Manifest", selected: Iterable[str]) -> None:
+    """Raise RunError listing every source read by the ``selected`` models whose table is missing
+    or lacks a declared column or has it with another type."""
+    problems = ProblemList()
+    for source in sources_read(manifest, selected):
+        for problem in drift(source, _actual_columns(spark, source.id)):
+            problems.add(problem)
+    problems.raise_if_any(RunError)
+
+
+def sources_read(manifest: "Manifest", selected: Iterable[str]) -> list["Source"]:
+    names = {name for model in selected for name in manifest.models[model].depends_on_sources}
+    return [manifest.sources[name] for name in sorted(names) if name in manifest.sources]
+
+
+def drift(source: "Source", actual: dict[str, str] | None) -> list[Problem]:
+    """What differs between the declaration and the table (``actual``: column → Spark type, None
+    if there is no table).
+
+    >>> from compiler.sources import Column, Source
+    >>> source = Source("stage", "shops", ("id",), "lineage/a.yml", 3,
+    ...                 columns=(Column("id", "bigint"), Column("rating", "double"), Column("name")))
+    >>> for p in drift(source, {"id": "int", "name": "string"}): print(p.format())
+    lineage/a.yml:3: [schema-drift] source stage.shops: declared column rating is not in the table (it has id, name) — declare the table's columns as they are, or fix the table
+    lineage/a.yml:3: [schema-drift] source stage.shops: column id is declared bigint, the table has int — declare the table's columns as they are, or fix the table
+    """
+    if actual is None:
+        return [Problem(f"source {source.id}: the table does not exist", source.path, source.line,
+                        hint=CREATE_TABLE_HINT, code="table-not-found")]
+    hint = "declare the table's columns as they are, or fix the table"
+    columns = {name.lower(): kind for name, kind in actual.items()}
+    missing = [c.name for c in source.columns if c.name.lower() not in columns]
+    problems = [Problem(f"source {source.id}: declared column {name} is not in the table (it has {', '.join(actual)})",
+                        source.path, source.line, hint=hint, code="schema-drift") for name in missing]
+    for column in source.columns:
+        found = columns.get(column.name.lower())
+        if column.type and found and _type(column.type) != _type(found):
+            problems.append(Problem(f"source {source.id}: column {column.name} is declared {column.type}, the table has {found}",
+                                    source.path, source.line, hint=hint, code="schema-drift"))
+    return problems
+
+
+def _actual_columns(spark: "SparkSession", table: str) -> dict[str, str] | None:
+    """Column → type of ``table`` from the catalog, None if it does not exist."""
+    if not spark.catalog.tableExists(table):
+        return None
+    return {c.name: c.dataType for c in spark.catalog.listColumns(table)}
+
+
+def _type(name: str) -> str:
+    """A type name as Spark prints it (``integer`` → ``int``, ``decimal(12, 2)`` → ``decimal(12,2)``).
+
+    >>> _type("Integer"), _type("DECIMAL(12, 2)"), _type("long")
+    ('int', 'decimal(12,2)', 'bigint')
+    """
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    try:
+        name = exp.DataType.build(name, dialect="spark").sql("spark")
+    except (SqlglotError, ValueError):
+        pass
+    return name.lower().replace(" ", "")
