@@ -86,7 +86,7 @@ def problem(exc: BaseException, where: Running) -> Problem:
         code, message, hint = "unknown-column", f"column {name} does not exist", _unknown_column_hint(name, params, where)
     else:
         name = ""
-        code = condition.lower().replace("_", "-").replace(".", "-") if condition else "spark-error"
+        code = condition.lower().replace("_", "-").replace(".", "-") if condition else "run-failed"
         message, hint = _spark_text(exc), None
     fragment, start = _context(exc)
     before = where.statement[:start] if where.statement and start is not None else ""
@@ -191,5 +191,5 @@ def _first_line(exc: BaseException) -> str:
 def _full_text(exc: BaseException) -> str:
     import traceback
 
-    origin = getattr(exc, "_origin", None)  # PySpark's converted error keeps the Java one
-    return "".join(traceback.format_exception(exc)) + (f"\n{origin}" if origin is not None else "")
+    java = getattr(exc, "_stackTrace", None) or getattr(exc, "java_exception", None)  # PySpark's error keeps the Java one
+    return "".join(traceback.format_exception(exc)) + (f"\n{java}" if java is not None else "")

@@ -8,6 +8,7 @@ subprocess (its own JVM, warehouse and metastore under the project), as a user d
 from __future__ import annotations
 
 import _thread
+import logging
 import os
 import signal
 import subprocess
@@ -111,6 +112,25 @@ def test_the_line_is_where_the_failing_name_is_in_the_model_file(project):
 
     assert result.message.startswith("models/pairs.sql:4: [unknown-column] column y.zz does not exist — ")
     assert f"{env.db}.t has columns: a, b" in result.message and result.message.endswith("(ran target/run/pairs.sql)")
+
+
+def test_debug_logs_the_whole_error_with_the_java_stack_trace(project):
+    env = project(models={"models/typo.sql": "select x.nope from (select 1 as id) as x"})
+    logger, messages = logging.getLogger("mvflow"), []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = lambda record: messages.append(record.getMessage())  # type: ignore[method-assign]
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)  # what --debug does (cli._debug_log)
+    try:
+        [result] = run_models(env.spark, env.manifest(), ["typo"], echo=lambda _: None).results
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+    assert result.message.startswith("models/typo.sql:1: [unknown-column] column x.nope does not exist")
+    [message] = messages
+    assert "Traceback" in message and "\tat org.apache.spark.sql" in message
 
 
 def test_schema_drift_stops_the_run_before_any_write(project, capsys):
