@@ -61,10 +61,13 @@ def drift(source: "Source", actual: dict[str, str] | None) -> list[Problem]:
 
 
 def _actual_columns(spark: "SparkSession", table: str) -> dict[str, str] | None:
-    """Column → type of ``table`` from the catalog, None if it does not exist."""
-    if not spark.catalog.tableExists(table):
+    """Column → type of ``table`` from the catalog, None if it does not exist (one call if it does)."""
+    try:
+        return {c.name: c.dataType for c in spark.catalog.listColumns(table)}
+    except Exception:
+        if spark.catalog.tableExists(table):
+            raise
         return None
-    return {c.name: c.dataType for c in spark.catalog.listColumns(table)}
 
 
 def _type(name: str) -> str:
