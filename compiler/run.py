@@ -96,21 +96,28 @@ def run_models(
         runner = runners.get(model.kind.name)
         if runner is None:
             return Result(name, model.kind.name, "skipped", message=f"the '{model.kind.name}' kind is not run yet")
-        if stopping.is_set():
-            return Result(name, model.kind.name, "skipped", message="the run was interrupted")
-        doing[name] = failures.Running(manifest, model, spark)
-        echo(f"{_clock()} | START {model.kind.name:<5} {model.relation}")
-        with failures.running(doing[name]):
-            return runner(spark, manifest, model)
+        busy.add(name)  # before the stop check: a stop waits for the models that passed it (_stop)
+        try:
+            if stopping.is_set():
+                return Result(name, model.kind.name, "skipped", message="the run was interrupted")
+            where = started[name] = failures.Running(manifest, model, spark)
+            echo(f"{_clock()} | START {model.kind.name:<5} {model.relation}")
+            with failures.running(where):
+                outcomes[name] = runner(spark, manifest, model)
+            return outcomes[name]
+        finally:
+            busy.discard(name)
 
     pending = dict(dag.in_degree())
     ready = sorted(n for n, d in pending.items() if d == 0)
     stopping = threading.Event()
-    doing: dict[str, failures.Running] = {}  # what each started model runs now, for Ctrl-C's message
+    busy: set[str] = set()
+    started: dict[str, failures.Running] = {}  # what each started model runs now, for Ctrl-C's message
+    outcomes: dict[str, Result] = {}  # as the workers return them: a stop collects them from here
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         running: dict[Future, str] = {}
         try:
-            while (ready or running) and not stopping.is_set() and _session_failure(spark) is None:
+            while (ready or running) and _session_failure(spark) is None:
                 while ready and len(running) < max(1, threads):
                     name = ready.pop(0)
                     blocked = [p for p in nx.ancestors(dag, name) if p in failed]
@@ -129,21 +136,17 @@ def run_models(
                     ready += _release(dag, pending, name)
                 ready.sort()
         except KeyboardInterrupt:
-            stopping.set()
             report.interrupted = True
-            echo(_stopping_line([doing[n] for n in sorted(running.values()) if n in doing]))
-            previous = _exit_on_next_interrupt()
-            _cancel_until_done(spark, list(running))
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
-            for future in running:
-                finish(_interrupted(future.result()))
+            _stop(spark, stopping, busy, started, echo)
     failure = _session_failure(spark)
     if failure is not None:
         raise failure
     reported = {r.name for r in report.results}
     for name in (n for n in selected if report.interrupted and n not in reported):
-        report.results.append(Result(name, manifest.models[name].kind.name, "skipped", message="the run was interrupted"))
+        if name in outcomes:
+            finish(_interrupted(outcomes[name]))
+        else:
+            report.results.append(Result(name, manifest.models[name].kind.name, "skipped", message="the run was interrupted"))
     report.results.sort(key=lambda r: selected.index(r.name))
     return report
 
@@ -164,6 +167,30 @@ def _session_failure(spark: object) -> Exception | None:
     return getattr(spark, "failure", None)
 
 
+def _stop(spark: object, stopping: threading.Event, busy: set[str], started: dict[str, failures.Running],
+          echo: Printer) -> None:
+    """Ctrl-C: say what stops, start no model, cancel Spark's jobs until the running models have
+    returned (a runner between two statements starts another job, which is cancelled in turn; the
+    session may still be starting). A second Ctrl-C meanwhile ends the process at once."""
+    stopping.set()
+    previous = None
+    try:
+        previous = _exit_on_next_interrupt()
+        echo(_stopping_line([started[n] for n in sorted(busy) if n in started]))
+        while busy:
+            if getattr(spark, "started", True):
+                try:
+                    spark.sparkContext.cancelAllJobs()  # type: ignore[attr-defined]
+                except Exception:  # noqa: BLE001 - a session going down has no jobs left to cancel
+                    pass
+            time.sleep(0.25)
+    except KeyboardInterrupt:  # the second Ctrl-C came before its handler was in place
+        os._exit(EXIT_INTERRUPTED)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
 def _stopping_line(doing: list[failures.Running]) -> str:
     steps = [f"{w.model.kind.name} {w.model.name}" + (f" ({w.purpose})" if w.purpose else "") for w in doing]
     what = f"cancelling the Spark jobs of {'; '.join(steps)}" if steps else "no model is running"
@@ -171,23 +198,10 @@ def _stopping_line(doing: list[failures.Running]) -> str:
 
 
 def _exit_on_next_interrupt() -> Any:
-    """While the run stops, a second Ctrl-C ends the process at once; returns the handler to restore."""
+    """A second Ctrl-C ends the process at once; returns the handler to restore."""
     if threading.current_thread() is not threading.main_thread():
         return None
     return signal.signal(signal.SIGINT, lambda *_: os._exit(EXIT_INTERRUPTED))
-
-
-def _cancel_until_done(spark: object, futures: list[Future]) -> None:
-    """Cancel Spark's jobs until the running models have returned: a runner between two statements
-    starts another job, which is cancelled in turn (the session may also still be starting)."""
-    while True:
-        if getattr(spark, "started", True):
-            try:
-                spark.sparkContext.cancelAllJobs()  # type: ignore[attr-defined]
-            except Exception:  # noqa: BLE001 - a session going down has no jobs left to cancel
-                pass
-        if not wait(futures, timeout=0.5).not_done:
-            return
 
 
 def _interrupted(result: Result) -> Result:
