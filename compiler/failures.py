@@ -110,6 +110,9 @@ def _missing_table_hint(name: str, where: Running) -> str:
     source = next((s for s in manifest.sources.values() if s.id.lower() == name.lower()), None)
     if source is not None:
         return f"source {source.id} is declared at {source.path}:{source.line} but its table does not exist: {CREATE_TABLE_HINT}"
+    feed = next((s for s in manifest.sources.values() if s.changes and s.changes.table.lower() == name.lower()), None)
+    if feed is not None:
+        return f"it is the change feed of source {feed.id} (declared at {feed.path}:{feed.line}): {CREATE_TABLE_HINT}"
     model = next((m for m in manifest.models.values() if m.relation.lower() == name.lower()), None)
     if model is not None:
         return f"it is model {model.name}'s table: build it first (mvflow run -s +{model.name})"

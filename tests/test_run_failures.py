@@ -96,6 +96,20 @@ def test_a_missing_source_table_names_the_model_line_the_yaml_and_what_to_do(pro
         "(ran target/run/shop_list.sql)")
 
 
+def test_a_missing_change_feed_is_named_as_its_source_s_feed(project):
+    env = project(sources="""
+        sources:
+          - {name: prices, database: DB, primary_key: [id], changes: {table: DB.prices_changes, position: [n]}}
+    """, models={"models/feed.sql": "select c.id\nfrom DB.prices_changes as c"})
+
+    [result] = run_models(env.spark, env.manifest(), ["feed"], echo=lambda _: None).results
+
+    assert result.message == (
+        f"models/feed.sql:2: [table-not-found] table {env.db}.prices_changes does not exist — it is the change feed of "
+        f"source {env.db}.prices (declared at lineage/src.yml:2): create it (the demo project: run `mvflow demo init`) "
+        "(ran target/run/feed.sql)")
+
+
 def test_the_line_is_where_the_failing_name_is_in_the_model_file(project):
     env = project(sources="sources: [{name: t, database: DB, primary_key: [a], dictionary: true}]", models={
         "models/pairs.sql": """
