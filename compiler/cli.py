@@ -109,6 +109,7 @@ def list_models(obj: _Context, select, exclude, target, output) -> None:
 @click.pass_obj
 def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps, file_check) -> None:
     """Compile, then build the selected models on Spark in dependency order."""
+    from . import phases
     from .artifacts import write_artifacts
     from .refresh import mv_runner
     from .run import run_models
@@ -124,10 +125,11 @@ def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps
     settings = manifest.project.target(target)
     spark = LazySession(lambda: spark_session(settings))
     store = open_state_store(settings.state)
+    phase = phases.from_env()  # MVFLOW_KILL_AT: the kill-point tests' hook, a no-op otherwise
     runners = {
-        "fact": fact_runner(store, StepOptions(max_steps=max_steps, full_refresh=full_refresh, file_check=file_check),
-                            click.echo),
-        "mv": mv_runner(store, full_refresh, click.echo, file_check),
+        "fact": fact_runner(store, StepOptions(max_steps=max_steps, full_refresh=full_refresh, file_check=file_check,
+                                               phase=phase), click.echo),
+        "mv": mv_runner(store, full_refresh, click.echo, file_check, phase),
     }
     report = run_models(spark, manifest, selected, threads=threads, echo=click.echo, runners=runners)
     (manifest.project.target_dir / "run_results.json").write_text(report.to_json())

@@ -13,8 +13,8 @@ For one fact (its topic is the model's name):
 5. repeat until caught up or ``max_steps``, then release the lease.
 
 The queries come from ``fact.py`` (pure); this module binds their markers and runs them.
-``checkpoint`` is called at named points of a step (``planned``, ``next-written``,
-``writing``, ``written``, ``committed``) so tests can kill the process exactly there.
+``phase`` is called at the named points of a step (``compiler.phases.FACT_PHASES``) so tests
+can crash or kill the process exactly there.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Callable
 from . import watch
 from .compile import Manifest, Model
 from .errors import MvflowError, Problem, RunError
+from .phases import PhaseHook, no_phase
 from .fact import STEP_COLUMN, FactPlan, fact, stats_query, step_id
 from .run import Result, _spark_message
 from .state import Lease, Offset, StateStore, StepLogRow, default_holder
@@ -51,7 +52,7 @@ class StepOptions:
     lease_ttl_seconds: float = 600.0
     holder: str = field(default_factory=default_holder)
     clock: Callable[[], datetime] = utc_now
-    checkpoint: Callable[[str], None] = lambda point: None
+    phase: PhaseHook = no_phase
 
 
 @dataclass(frozen=True)
@@ -208,7 +209,7 @@ class _Stepper:
 
     def step(self, offset: Offset) -> bool:
         """One step; False when there is nothing (more) to do."""
-        plan, clock, checkpoint = self.plan, self.options.clock, self.options.checkpoint
+        plan, clock, phase = self.plan, self.options.clock, self.options.phase
         began = time.monotonic()
         now = clock()
         last = offset.last
@@ -221,10 +222,10 @@ class _Stepper:
                 return False
             next_, first = planned
             redo = False
-        checkpoint("planned")
+        phase("fact:planned")
         if not redo:
             self.store.set_next(self.lease, next_, clock())
-        checkpoint("next-written")
+        phase("fact:next-written")
         step = step_id(next_)
         params = {**bind_range(plan, last, next_), "step": step}
         group = f"mvflow:{plan.topic}:{step}:{uuid.uuid4().hex[:8]}"
@@ -238,18 +239,18 @@ class _Stepper:
             self.table_ready = True
             for hook in plan.before:
                 self.sql(hook, params)
-            checkpoint("writing")
+            phase("fact:writing")
             stats = self.write(params)
             for hook in plan.after:
                 self.sql(hook, params)
-            checkpoint("written")
+            phase("fact:written")
             if stats is None or plan.after:  # after hooks may change the partition: count what they left
                 stats = self.stats(step)
         finally:
             self.spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
         rows, nulls = stats
         self.store.commit(self.lease, next_, rows, "ok", clock())
-        checkpoint("committed")
+        phase("fact:committed")
         self.steps += 1
         self.result.rows = (self.result.rows or 0) + rows
         lag = (_naive(now) - _time_of(first or next_)).total_seconds() if _time_of(first or next_) else None
@@ -257,6 +258,7 @@ class _Stepper:
             plan.topic, now, rows, last=last, next=next_, min_pos=first, max_pos=next_, max_lag_seconds=lag,
             nulls={k: int(v) for k, v in nulls.items() if v}, query_id=group,
             seconds=round(time.monotonic() - began, 3), consumer=self.lease.holder))
+        phase("fact:step-logged")
         self.echo(f"  {plan.topic}: step {self.steps}{' (redo)' if redo else ''} ({_show(last)}, {_show(next_)}] "
                   f"{rows:,} rows in {time.monotonic() - began:.1f}s")
         self.result.message = f"{self.steps} step(s)"
