@@ -72,10 +72,15 @@ class Rig:
 
     def change(self) -> None:
         """A random batch over every input kind, plus edits that always reach the MV: offer 1
-        (shop 100, warehouse 10: never deleted here) and a category rename (a dictionary diff)."""
+        (shop 100, warehouse 10: never deleted here), a new offer and a category rename (a
+        dictionary diff)."""
         world, rng = self.world, self.rng
         self.renames += 1
         world.put("offers", id=1, title=f"t{self.renames}")
+        # a new key reached by nothing but the offers' positions: a redo over the range planned
+        # before the crash does not see it, only a batch past that range does
+        world.put("offers", id=1000 + self.renames, shop_id=100, cat_id=None, title="new", note="n",
+                  status="active", deleted=False)
         world.put("categories", id=rng.choice([7, 8]), name=f"c{self.renames}", note="x")
         for _ in range(3):
             rng.choice(self._operations)()
