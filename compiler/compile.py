@@ -21,6 +21,7 @@ from sqlglot import exp
 from .background import Background, worth_forking
 from .cache import CompileCache, cache_key, read_tables, schema_index
 from .errors import CompileError, MvflowError, Problem, ProblemList
+from .files import read_text
 from .graph import build_graph, model_id, model_order, source_id
 from .kinds import Kind, KindError, create_kind
 from .parse import column_line, output_columns, parse_select, plain_columns, pretty, table_references, unnamed_columns
@@ -344,7 +345,7 @@ def _model(project: Project, display: str, name: str, first, doc: LineDict | Non
             raise CompileError(Problem(f"{key} '{value}' is not a valid name", path, line,
                                        hint="use letters, digits and _ only", code="bad-name"))
     tags = tuple(sorted(set(_as_list(config.get("tags"))) | set(_as_list((doc or {}).get("tags")))))
-    raw = (project.root / display).read_text(encoding="utf-8")
+    raw = read_text(project.root / display, display)
     return Model(
         name=name,
         path=display,

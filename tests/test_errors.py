@@ -11,6 +11,7 @@ import pytest
 
 from compiler.cli import main
 from compiler.errors import CompileError, MvflowError, Problem, ProblemList, ProjectError, snippet
+from compiler.files import MAX_MODEL_BYTES
 
 BROKEN = Path(__file__).parent / "broken"
 CASES = sorted(p for p in BROKEN.iterdir() if p.is_dir())
@@ -113,3 +114,20 @@ def test_snippet_at_first_and_last_line():
 def test_error_message_joins_all_problems():
     error = MvflowError([Problem("one", "a.sql", 1), Problem("two", "b.sql", 2)])
     assert str(error) == "a.sql:1: [error] one\nb.sql:2: [error] two"
+
+
+@pytest.mark.parametrize("body", [
+    "-- " + "x" * MAX_MODEL_BYTES + "\nselect 1 as x\n",  # the file itself
+    "select {% for i in range(80000) %}{{ i }} as c{{ i }}, {% endfor %}1 as x\n",  # what it renders to
+], ids=["file", "rendered"])
+def test_a_huge_model_is_rejected_quickly(body: str, tmp_path: Path, capsys):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "project.yml").write_text("name: big\n")
+    (tmp_path / "models" / "big.sql").write_text(body)
+
+    code, err = _run(tmp_path, ["compile"], capsys)
+
+    assert code == 2 and "Traceback" not in err
+    assert re.search(r"^error: models/big\.sql:1: \[too-large\] the (file is|model renders to SQL of) 1,\d{3},\d{3} bytes, "
+                     r"over the limit of 1,048,576 \(1 MB\) — split the model", err), err
+    assert not (tmp_path / "target").exists()
