@@ -170,6 +170,7 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
         problems.raise_if_any()
     models, templates, unusable = _collect_models(project, renderer, docs, database, problems, cache)
     warnings = _check_model_defaults(project, problems)
+    _check_relations(models, sources or {}, problems)
     graph = _graph(models, sources, unusable, problems)
     _render_final(models, templates, renderer, sources or {}, problems)
     warnings += _parse_models(models, sources or {}, problems, cache)
@@ -362,6 +363,25 @@ def _model(project: Project, display: str, name: str, first, doc: LineDict | Non
         refs=first.refs,
         source_calls=first.sources,
     )
+
+
+def _check_relations(models: dict[str, Model], sources: dict[str, Source], problems: ProblemList) -> None:
+    """Two models, or a model and a declared table, that are one table in Spark (whose names are
+    case-insensitive) are an error: one would silently overwrite the other."""
+    owners: dict[str, str] = {}
+    for source in sources.values():
+        owners[source.id.lower()] = f"the declared source {source.id} ({source.path}:{source.line})"
+        if source.changes:
+            owners[source.changes.table.lower()] = f"the change feed of source {source.id} ({source.path}:{source.line})"
+    for model in sorted(models.values(), key=lambda m: ("alias" in m.config, m.path)):  # an alias is the likely cause
+        owner = owners.get(model.relation)
+        if owner is None:
+            owners[model.relation] = f"model '{model.name}' ({model.path})"
+            continue
+        line = model.config_lines.get("alias") or model.config_lines.get("schema") or 1
+        problems.add(Problem(f"model '{model.name}' is the table {model.relation}, and so is {owner}", model.path, line,
+                             hint="give one of them another name, alias or schema (Spark names ignore case)",
+                             code="relation-collision"))
 
 
 def _as_list(value: Any) -> list[str]:
