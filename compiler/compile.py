@@ -27,10 +27,9 @@ from .kinds import Kind, KindError, create_kind
 from .parse import column_line, output_columns, parse_select, plain_columns, pretty, table_references, unnamed_columns
 from .project import PROJECT_FILE, Project
 from .render import Call, Renderer
-from .sources import Source, load_sources
+from .sources import IDENTIFIER, Source, load_sources
 from .yamlfile import LineDict, check_keys, load_yaml
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DOC_MODEL_KEYS = {"name", "description", "tags", "config", "columns"}
 _DOC_COLUMN_KEYS = {"name", "description", "type", "tags", "tests"}
 T = TypeVar("T")
@@ -241,7 +240,7 @@ def _collect_model(project: Project, renderer: Renderer, docs: dict[str, LineDic
                              hint="model names are file names and must be unique: rename one file", code="duplicate-model"))
         return
     files[name] = display
-    if not _IDENTIFIER.fullmatch(name):
+    if not IDENTIFIER.fullmatch(name):
         problems.add(Problem(f"model name '{name}' (the file name) is not a valid table name", display, 1,
                              hint="rename the file with letters, digits and _ only", code="bad-name"))
         unusable[name] = "broken"
@@ -341,7 +340,7 @@ def _model(project: Project, display: str, name: str, first, doc: LineDict | Non
         raise CompileError(Problem(str(exc), path, line, hint=exc.hint, code=exc.code)) from exc
     schema = str(config.get("schema") or config.get("database") or database)
     for key, value in (("schema", schema), ("alias", config.get("alias") or name)):
-        if not _IDENTIFIER.fullmatch(str(value)):
+        if not IDENTIFIER.fullmatch(str(value)):
             path, line = origin.get(key, origin.get("database", (display, 1)))
             raise CompileError(Problem(f"{key} '{value}' is not a valid name", path, line,
                                        hint="use letters, digits and _ only", code="bad-name"))
