@@ -56,6 +56,7 @@ class Model:
     undeclared_tables: list[str] = field(default_factory=list)
     tables_read: list[tuple[str, int]] = field(default_factory=list)  # parse.table_references of the SELECT
     plain_columns: list[str] | None = None  # parse.plain_columns: output columns if the SELECT has no *
+    column_doc_lines: dict[str, tuple[str, int]] = field(default_factory=dict)  # where each column is documented
     _ast: exp.Query | None = field(default=None, init=False, repr=False, compare=False)
     _parse_later: bool = field(default=False, init=False, repr=False, compare=False)
     _printed: tuple[exp.Query | None, str] | None = field(default=None, init=False, repr=False, compare=False)
@@ -357,6 +358,7 @@ def _model(project: Project, display: str, name: str, first, doc: LineDict | Non
         tags=tags,
         description=str((doc or {}).get("description") or config.get("description") or "").strip(),
         column_docs={str(c["name"]): str(c.get("description", "")).strip() for c in (doc or {}).get("columns") or []},
+        column_doc_lines={str(c["name"]): (doc.path, c.line) for c in (doc or {}).get("columns") or []},
         raw_sql=raw,
         checksum=hashlib.sha256(raw.encode()).hexdigest(),
         refs=first.refs,
@@ -534,7 +536,18 @@ def _infer_columns(manifest: Manifest) -> None:
             for column in _duplicates(model.columns):
                 problems.add(Problem(f"two output columns are named '{column}'", model.path, column_line(model.ast, column),
                                      hint="give one of them another alias (AS ...)", code="duplicate-column"))
+            _check_column_docs(model, problems)
     problems.raise_if_any()
+
+
+def _check_column_docs(model: Model, problems: ProblemList) -> None:
+    """Docs of a column the model does not output (a typo, or a column since removed)."""
+    outputs = {c.lower(): c for c in model.columns or ()}
+    for column, (path, line) in model.column_doc_lines.items():
+        if column.lower() not in outputs:
+            problems.add(Problem(f"model '{model.name}' docs describe column '{column}', which the model does not output",
+                                 path, line, code="unknown-column",
+                                 hint=_did_you_mean(column, model.columns) or "its columns: " + ", ".join(model.columns)))
 
 
 def _output_columns(model: Model, schema: dict, index: dict, cache: CompileCache | None) -> list[str] | None:
