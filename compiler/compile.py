@@ -163,6 +163,8 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
     """
     database = project.target(target).spark.database
     problems = ProblemList()
+    for problem in project.missing_model_paths():
+        problems.add(problem)
     sources = _attempt(problems, load_sources, project)
     docs = _attempt(problems, _load_model_docs, project) or {}
     renderer = _attempt(problems, Renderer, project, cache.jinja() if cache is not None else None)
