@@ -330,23 +330,26 @@ def _check_model_defaults(project: Project, problems: ProblemList) -> list[Probl
 def _model(project: Project, display: str, name: str, first, doc: LineDict | None, database: str) -> Model | None:
     """The model, or None when it is disabled; an invalid kind or option is a CompileError at its line."""
     config, origin = _model_config(project, display, first, doc)
-    if not isinstance(config.get("enabled", True), bool):
-        path, line = origin["enabled"]
-        raise CompileError(Problem(f"enabled must be true or false, got {config['enabled']!r}", path, line,
-                                   hint="write enabled=false (no quotes)", code="bad-config"))
     if config.get("enabled", True) is False:
         return None
+    problems = ProblemList()
+    if not isinstance(config.get("enabled", True), bool):
+        path, line = origin["enabled"]
+        problems.add(Problem(f"enabled must be true or false, got {config['enabled']!r}", path, line,
+                             hint="write enabled=false (no quotes)", code="bad-config"))
     try:
         kind = create_kind(config)
     except KindError as exc:
-        path, line = origin.get(exc.key, (display, 1))
-        raise CompileError(Problem(str(exc), path, line, hint=exc.hint, code=exc.code)) from exc
+        for error in exc.errors:
+            path, line = origin.get(error.key, (display, 1))
+            problems.add(Problem(str(error), path, line, hint=error.hint, code=error.code))
     schema = str(config.get("schema") or config.get("database") or database)
     for key, value in (("schema", schema), ("alias", config.get("alias") or name)):
         if not IDENTIFIER.fullmatch(str(value)):
             path, line = origin.get(key, origin.get("database", (display, 1)))
-            raise CompileError(Problem(f"{key} '{value}' is not a valid name", path, line,
-                                       hint="use letters, digits and _ only", code="bad-name"))
+            problems.add(Problem(f"{key} '{value}' is not a valid name", path, line,
+                                 hint="use letters, digits and _ only", code="bad-name"))
+    problems.raise_if_any(CompileError)
     tags = tuple(sorted(set(_as_list(config.get("tags"))) | set(_as_list((doc or {}).get("tags")))))
     raw = read_text(project.root / display, display)
     return Model(
