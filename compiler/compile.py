@@ -20,7 +20,7 @@ from sqlglot import exp
 
 from .background import Background, worth_forking
 from .cache import CompileCache, cache_key, read_tables, schema_index
-from .errors import CompileError, MvflowError, Problem, ProblemList
+from .errors import CompileError, MvflowError, Problem, ProblemList, did_you_mean
 from .files import read_text
 from .graph import build_graph, model_id, model_order, source_id
 from .kinds import Kind, KindError, create_kind
@@ -217,7 +217,7 @@ def _collect_models(project: Project, renderer: Renderer, docs: dict[str, LineDi
     for name, doc in docs.items():
         if name not in files:
             problems.add(Problem(f"model docs name '{name}', which is not a model", doc.path, doc.line,
-                                 hint=_did_you_mean(name, files) or "remove the entry or add the model", code="unknown-model"))
+                                 hint=did_you_mean(name, files) or "remove the entry or add the model", code="unknown-model"))
     return dict(sorted(models.items())), templates, unusable
 
 
@@ -396,11 +396,6 @@ def _as_list(value: Any) -> list[str]:
     return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
 
 
-def _did_you_mean(name: str, candidates) -> str | None:
-    close = difflib.get_close_matches(name, list(candidates), n=1)
-    return f"did you mean '{close[0]}'?" if close else None
-
-
 def _graph(models: dict[str, Model], sources: dict[str, Source] | None, unusable: dict[str, str],
            problems: ProblemList) -> nx.DiGraph | None:
     """The DAG; unknown refs/sources and a cycle join ``problems`` (None when there is a cycle)."""
@@ -414,7 +409,7 @@ def _graph(models: dict[str, Model], sources: dict[str, Source] | None, unusable
                                      hint=f"enable {call.name} or remove this ref", code="disabled-ref"))
             elif call.name not in unusable:
                 problems.add(Problem(f"ref('{call.name}'): no such model", model.path, call.line,
-                                     hint=_did_you_mean(call.name, models) or "check the model's file name", code="unknown-ref"))
+                                     hint=did_you_mean(call.name, models) or "check the model's file name", code="unknown-ref"))
         for call in model.source_calls:
             if sources is None:  # lineage files are broken: already reported
                 continue
@@ -552,7 +547,7 @@ def _check_column_docs(model: Model, problems: ProblemList) -> None:
         if column.lower() not in outputs:
             problems.add(Problem(f"model '{model.name}' docs describe column '{column}', which the model does not output",
                                  path, line, code="unknown-column",
-                                 hint=_did_you_mean(column, model.columns) or "its columns: " + ", ".join(model.columns)))
+                                 hint=did_you_mean(column, model.columns) or "its columns: " + ", ".join(model.columns)))
 
 
 def _output_columns(model: Model, schema: dict, index: dict, cache: CompileCache | None) -> list[str] | None:

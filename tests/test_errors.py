@@ -131,3 +131,32 @@ def test_a_huge_model_is_rejected_quickly(body: str, tmp_path: Path, capsys):
     assert re.search(r"^error: models/big\.sql:1: \[too-large\] the (file is|model renders to SQL of) 1,\d{3},\d{3} bytes, "
                      r"over the limit of 1,048,576 \(1 MB\) — split the model", err), err
     assert not (tmp_path / "target").exists()
+
+
+def test_project_dir_and_debug_after_the_command(tmp_path: Path, capsys):
+    project = shutil.copytree(BROKEN / "unknown_ref", tmp_path / "p")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compile", "--project-dir", str(project)])
+    assert exit_info.value.code == 2 and "models/a.sql:2: [unknown-ref]" in capsys.readouterr().err
+    with pytest.raises(CompileError):
+        main(["compile", "--project-dir", str(project), "--debug"])
+    (project / "models" / "a.sql").write_text("select 1 as x")
+    main(["ls", f"--project-dir={project}"])
+    assert capsys.readouterr().out.split() == ["a", "stg_shops"]
+
+
+@pytest.mark.parametrize("model, expected", [
+    ("offers_wid", "error: [unknown-model] no model named 'offers_wid' — did you mean 'offers_wide'?"),
+    ("nosuch", "error: [unknown-model] no model named 'nosuch' — mv models here: offers_wide"),
+    ("stg_shops", "error: models/staging/stg_shops.sql:1: [not-an-mv] 'stg_shops' is a view model: explain shows what "
+                  "mvflow derives for an mv — mv models here: offers_wide"),
+])
+def test_explain_says_what_is_wrong_with_the_model(model: str, expected: str, make_project, capsys):
+    project = make_project({
+        "lineage/stage.yml": "sources:\n  - {name: offers, database: stage, primary_key: [offer_id], position: [ts]}\n",
+        "models/staging/stg_shops.sql": "select 1 as shop_id",
+        "models/offers_wide.sql": "{{ config(materialized='mv') }}\nselect o.offer_id from {{ source('stage', 'offers') }} o",
+    })
+    code, err = _run(project, ["explain", model], capsys)
+    assert code == 2 and err.strip() == expected
+    assert not (project / "target").exists()
