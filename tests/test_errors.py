@@ -160,3 +160,19 @@ def test_explain_says_what_is_wrong_with_the_model(model: str, expected: str, ma
     code, err = _run(project, ["explain", model], capsys)
     assert code == 2 and err.strip() == expected
     assert not (project / "target").exists()
+
+
+def test_a_failed_compile_leaves_an_earlier_target_as_it_was(tmp_path: Path, capsys):
+    project = shutil.copytree(BROKEN / "fact_unsteppable", tmp_path / "p")
+    fact = project / "models" / "z_fact.sql"
+    broken = fact.read_text()
+    fact.write_text("select c.category_id from {{ ref('a_categories') }} as c")  # a view: compiles
+    main(["--project-dir", str(project), "compile"])
+    before = {p: p.read_bytes() for p in (project / "target").rglob("*") if p.is_file()}
+    assert project / "target" / "compiled" / "z_fact.sql" in before
+    fact.write_text(broken)
+
+    code, err = _run(project, ["compile"], capsys)
+
+    assert code == 2 and "[fact-source]" in err
+    assert {p: p.read_bytes() for p in (project / "target").rglob("*") if p.is_file()} == before
