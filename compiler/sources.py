@@ -112,6 +112,7 @@ def load_sources(project: Project) -> dict[str, Source]:
     problems: list[Problem] = []
     sources: dict[str, Source] = {}
     invalid: set[str] = set()
+    declared: dict[str, Source] = {}
     for path in project.files("lineage", (".yml", ".yaml")):
         display = project.relative(path)
         data = load_yaml(path, display)
@@ -128,11 +129,12 @@ def load_sources(project: Project) -> dict[str, Source]:
                 if isinstance(raw, LineDict):  # declared, with problems already reported
                     invalid.add(f"{raw.get('database')}.{raw.get('name')}")
                 continue
-            if source.id in sources:
-                first = sources[source.id]
+            first = declared.setdefault(source.id.lower(), source)  # Spark table names ignore case
+            if first is not source:
+                spelled = "" if first.id == source.id else f" as {first.id}"
                 problems.append(
                     Problem(
-                        f"source {source.id} is declared twice (first at {first.path}:{first.line})",
+                        f"source {source.id} is declared twice (first at {first.path}:{first.line}{spelled})",
                         display, source.line, hint="keep one declaration", code="duplicate-source",
                     )
                 )
