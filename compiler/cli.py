@@ -299,7 +299,8 @@ def _accept_global_options(group: click.Group) -> None:
         command.params += [
             click.Option(["--project-dir"], default=None, expose_value=False, callback=_set_project_dir,
                          help="The project's directory (as before the command name)."),
-            click.Option(["--debug"], is_flag=True, expose_value=False, callback=_set_debug, help="Show tracebacks for errors."),
+            click.Option(["--debug"], is_flag=True, expose_value=False, callback=_set_debug,
+                         help="Show tracebacks for errors."),
         ]
 
 

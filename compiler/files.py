@@ -50,7 +50,7 @@ def read_text(path: Path, display: str, limit: int | None = None) -> str:
 def _not_utf8(display: str, data: bytes, exc: UnicodeDecodeError) -> Problem:
     before = data[:exc.start]
     line = before.count(b"\n") + 1
-    col = len(before[before.rfind(b"\n") + 1:].decode("utf-8", errors="replace")) + 1
+    col = len(before[before.rfind(b"\n") + 1:].decode("utf-8", errors="replace").removeprefix(_BOM)) + 1
     return Problem(f"the file is not UTF-8 text: byte 0x{data[exc.start]:02x} cannot be decoded", display, line, col,
                    hint="save the file as UTF-8", code="encoding")
 

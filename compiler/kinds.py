@@ -115,16 +115,15 @@ def create_kind(config: Mapping[str, Any]) -> Kind:
     own = {f.name for f in fields(cls)}
     aliases = {"delay": "delay_seconds"} if "delay_seconds" in own else {}
     allowed = COMMON_KEYS | own | set(aliases)
-    errors = [
-        KindError(f"unknown config key for kind '{name}': {key}", "valid keys: " + ", ".join(sorted(allowed - {"delay_seconds"})),
-                  "unknown-config", key)
-        for key in sorted(set(config) - allowed)
-    ]
+    valid = "valid keys: " + ", ".join(sorted(allowed - {"delay_seconds"}))
+    errors = [KindError(f"unknown config key for kind '{name}': {key}", valid, "unknown-config", key)
+              for key in sorted(set(config) - allowed)]
     values = {}
     for key, value in config.items():
-        if aliases.get(key, key) in own:
+        field_name = aliases.get(key, key)
+        if field_name in own:
             try:
-                values[aliases.get(key, key)] = _coerce(cls, aliases.get(key, key), value)
+                values[field_name] = _coerce(cls, field_name, value)
             except KindError as exc:
                 errors.append(exc)
     if errors:

@@ -103,10 +103,10 @@ class Project:
         for folder in self.model_paths:
             if not (self.root / folder).is_dir():
                 close = difflib.get_close_matches(folder, folders, n=1)
+                hint = (f"did you mean '{close[0]}'? " if close else "") + "models are the .sql files under the " \
+                    "folders paths.models names (default: models)"
                 problems.append(Problem(f"paths.models: the project has no folder '{folder}'", PROJECT_FILE,
-                                        self.model_paths_line or 1, code="no-models",
-                                        hint=(f"did you mean '{close[0]}'? " if close else "")
-                                        + "models are the .sql files under the folders paths.models names (default: models)"))
+                                        self.model_paths_line or 1, hint=hint, code="no-models"))
         return problems
 
     def files(self, kind: str, suffixes: tuple[str, ...]) -> list[Path]:

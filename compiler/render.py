@@ -149,8 +149,8 @@ class Renderer:
         finally:
             result, self._current, self._model = self._current, None, None
         if len(result.sql) > MAX_MODEL_BYTES:  # a Jinja loop can make a small file a huge SELECT
-            raise CompileError(Problem(f"the model renders to SQL of {over_limit(len(result.sql))}", template.name, 1, code="too-large",
-                                       hint="split the model, or move generated data into a source table"))
+            raise CompileError(Problem(f"the model renders to SQL of {over_limit(len(result.sql))}", template.name, 1,
+                                       hint="split the model, or move generated data into a source table", code="too-large"))
         return result
 
     def _load_macros(self) -> dict[str, Any]:

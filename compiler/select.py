@@ -60,12 +60,13 @@ def parse_criterion(text: str) -> Criterion:
                 code="bad-selection",
             )
         )
-    depth_only = match.group("value").isdigit() and (match.group("up") or match.group("down"))
-    if depth_only and not match.group("method"):  # '3+': model names never start with a digit
+    depth = match.group("value")
+    if depth.isdigit() and (match.group("up") or match.group("down")) and not match.group("method"):
+        # '3+': model names never start with a digit
         raise SelectionError(
-            Problem(f"'{text}' has a depth ({match.group('value')}) but no model name",
-                    hint=f"write the depth next to a model: '{match.group('value')}+name' (its ancestors up to "
-                    f"{match.group('value')} levels) or 'name+{match.group('value')}' (its descendants)", code="bad-selection")
+            Problem(f"'{text}' has a depth ({depth}) but no model name", code="bad-selection",
+                    hint=f"write the depth next to a model: '{depth}+name' (its ancestors up to {depth} levels) "
+                    f"or 'name+{depth}' (its descendants)")
         )
     return Criterion(
         method=match.group("method") or "name",

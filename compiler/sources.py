@@ -142,7 +142,8 @@ def load_sources(project: Project) -> dict[str, Source]:
             sources[source.id] = source
     for source in sources.values():
         for dep in source.depends_on:
-            if dep not in sources and dep not in invalid and "." in dep and dep.split(".")[0] in {s.database for s in sources.values()}:
+            known = dep in sources or dep in invalid
+            if not known and "." in dep and dep.split(".")[0] in {s.database for s in sources.values()}:
                 problems.append(
                     Problem(f"source {source.id} depends on unknown source {dep}", source.path, source.line,
                             hint="depends_on lists sources as database.name, or model names", code="unknown-source")
@@ -239,7 +240,7 @@ def _columns(raw: Any, display: str, line: int, what: str, problems: list[Proble
     if not isinstance(raw, list):
         problems.append(Problem(f"{what}: columns must be a list", display, line, hint=hint, code="bad-value"))
         return ()
-    columns = []
+    columns: dict[str, Column] = {}  # by lower-cased name: Spark column names ignore case
     for item in raw:
         if not isinstance(item, LineDict) or "name" not in item:
             problems.append(Problem(f"{what}: each column needs a name, found {item!r}", display,
@@ -248,13 +249,12 @@ def _columns(raw: Any, display: str, line: int, what: str, problems: list[Proble
         problems += check_keys(item, _COLUMN_KEYS, display, f"{what} column")
         column = Column(str(item["name"]), item.get("type"), str(item.get("description", "")).strip())
         problems += _bad_names((column.name,), display, item.line, f"{what}: column")
-        first = next((c for c in columns if c.name.lower() == column.name.lower()), None)
-        if first is not None:
+        first = columns.setdefault(column.name.lower(), column)
+        if first is not column:
             types = f" ({first.type} and {column.type})" if first.type != column.type else ""
             problems.append(Problem(f"{what}: column '{column.name}' is declared twice{types}", display, item.line,
                                     hint="keep one declaration (Spark column names ignore case)", code="duplicate-column"))
-        columns.append(column)
-    return tuple(columns)
+    return tuple(columns.values())
 
 
 def _name_problems(raw: LineDict, display: str, what: str) -> list[Problem]:
@@ -264,9 +264,10 @@ def _name_problems(raw: LineDict, display: str, what: str) -> list[Problem]:
         problems += _bad_names(_names(raw.get(key)) or (), display, raw.line_of(key), f"{what}: {key}")
     feed = raw.get("changes")
     if isinstance(feed, LineDict):
-        table = str(feed.get("table") or "")
-        problems += _bad_names(tuple(table.split(".", 1)) if table else (), display, feed.line_of("table"), f"{what}: changes table")
-        problems += _bad_names(_names(feed.get("position")) or (), display, feed.line_of("position"), f"{what}: changes position")
+        table = tuple(str(feed["table"]).split(".", 1)) if feed.get("table") else ()
+        problems += _bad_names(table, display, feed.line_of("table"), f"{what}: changes table")
+        position = _names(feed.get("position")) or ()
+        problems += _bad_names(position, display, feed.line_of("position"), f"{what}: changes position")
     return problems
 
 
