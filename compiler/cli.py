@@ -185,13 +185,19 @@ def verify(obj: _Context, select, exclude, target) -> None:
 @click.pass_obj
 def explain(obj: _Context, model, target) -> None:
     """Print what mvflow derived for an MV: key, hidden columns, key queries per input, refresh SQL."""
-    from .errors import CompileError, Problem
+    from .errors import CompileError, Problem, did_you_mean
     from .mv import explain as describe, mv_plan
 
     manifest = obj.manifest(target)
-    if model not in manifest.models or manifest.models[model].kind.name != "mv":
-        raise CompileError(Problem(f"'{model}' is not an mv model", hint="mvflow ls -o kind lists the models", code="not-an-mv"))
-    click.echo(describe(mv_plan(manifest.models[model], manifest)), nl=False)
+    found = manifest.models.get(model)
+    mvs = "mv models here: " + (", ".join(name for name, m in manifest.models.items() if m.kind.name == "mv") or "none")
+    if found is None:
+        raise CompileError(Problem(f"no model named '{model}'", hint=did_you_mean(model, manifest.models) or mvs,
+                                   code="unknown-model"))
+    if found.kind.name != "mv":
+        raise CompileError(Problem(f"'{model}' is a {found.kind.name} model: explain shows what mvflow derives for an mv",
+                                   found.path, 1, hint=mvs, code="not-an-mv"))
+    click.echo(describe(mv_plan(found, manifest)), nl=False)
 
 
 @cli.command(name="lineage")
@@ -274,6 +280,33 @@ def demo_change(obj: _Context, fraction, seed, target) -> None:
     project = obj.project()
     counts = change(spark_session(project.target(target)), fraction=fraction, seed=seed)
     click.echo("changed " + ", ".join(f"{table}: {what}" for table, what in counts.items()))
+
+
+def _set_project_dir(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.find_object(_Context).project_dir = Path(value)
+
+
+def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.find_object(_Context).debug = True
+
+
+def _accept_global_options(group: click.Group) -> None:
+    """Let every command take --project-dir and --debug after its name too: ``mvflow compile --project-dir X``."""
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _accept_global_options(command)
+            continue
+        command.params += [
+            click.Option(["--project-dir"], default=None, expose_value=False, callback=_set_project_dir,
+                         help="The project's directory (as before the command name)."),
+            click.Option(["--debug"], is_flag=True, expose_value=False, callback=_set_debug,
+                         help="Show tracebacks for errors."),
+        ]
+
+
+_accept_global_options(cli)
 
 
 def main(argv: list[str] | None = None) -> None:
