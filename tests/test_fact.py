@@ -15,7 +15,8 @@ from compiler.errors import CompileError
 from compiler.fact import STEP_COLUMN, fact
 from compiler.project import load_project
 from compiler.state import open_state_store
-from compiler.steps import StepOptions, run_fact, status_lines
+from compiler.status import status_lines
+from compiler.steps import StepOptions, run_fact
 
 T0 = datetime(2026, 1, 1, 0, 0, tzinfo=timezone.utc)
 
