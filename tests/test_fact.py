@@ -191,6 +191,9 @@ def test_verify_finds_lost_and_duplicated_rows_and_tolerates_changed_inputs(env)
     env.spark.sql(f"INSERT OVERWRITE TABLE {env.src}.dims VALUES (1, 'uno'), (2, 'two')")
     verdict = verify_model(env.spark, env.manifest, model, env.store)
     assert verdict.ok and verdict.different > 0, "a fact keeps what its inputs said when the step ran"
+    head, different = verdict.format().splitlines()  # the OK and the count of differences say why in one line
+    assert head.startswith("OK ") and different.startswith(f"      different: {verdict.different}")
+    assert different.endswith("not a failure: a joined input changed after their step, and a fact keeps what its step saw")
     step = env.spark.table(model.relation).select(STEP_COLUMN).first()[0]
     env.spark.sql(f"INSERT INTO {model.relation} SELECT id, ts, v2, name, '{step}' FROM {model.relation} WHERE id = 1")
     verdict = verify_model(env.spark, env.manifest, model, env.store)
