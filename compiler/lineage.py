@@ -27,7 +27,7 @@ from .cache import cache_key, read_tables
 from .errors import Problem, SelectionError
 from .graph import model_id, node_name, source_id
 from .parse import DIALECT, table_name
-from .spark_types import spark_type
+from .spark_types import spark_type, spelled
 
 if TYPE_CHECKING:
     from .compile import Manifest
@@ -393,12 +393,7 @@ class _Tracer:
 
 def _type_name(declared: str | None) -> str | None:
     """A declared type in Spark's spelling, so declared and inferred types compare equal."""
-    if not declared:
-        return None
-    try:
-        return exp.DataType.build(declared, dialect=DIALECT).sql(dialect=DIALECT).lower()
-    except (SqlglotError, ValueError):
-        return declared
+    return spelled(declared) or declared or None
 
 
 def _leftmost(scope: Scope) -> Scope:

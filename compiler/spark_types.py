@@ -11,6 +11,7 @@ some answers differ from Spark's, e.g. ``avg`` of a decimal, or decimal arithmet
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from sqlglot import exp
@@ -31,7 +32,7 @@ _INT = (exp.RowNumber, exp.Rank, exp.DenseRank, exp.Length)
 
 
 def spark_type(node: exp.Expression, column_type: ColumnType) -> str | None:
-    """The type Spark gives ``node`` (in Spark's spelling, lower case), or None when not certain.
+    """The type Spark gives ``node``, spelled as Spark prints it, or None when not certain.
 
     ``column_type`` answers the type of a column reference (None: unknown).
 
@@ -40,12 +41,12 @@ def spark_type(node: exp.Expression, column_type: ColumnType) -> str | None:
     >>> def typed(sql):
     ...     return spark_type(parse_one(sql, read="spark"), lambda c: types.get(c.name))
     >>> [typed(e) for e in ("count(*)", "sum(i)", "avg(i)", "x", "sum(m)", "avg(m)", "max(m)", "i + x", "i / 2")]
-    ['bigint', 'bigint', 'double', 'double', 'decimal(22, 2)', 'decimal(16, 6)', 'decimal(12, 2)', 'double', 'double']
+    ['bigint', 'bigint', 'double', 'double', 'decimal(22,2)', 'decimal(16,6)', 'decimal(12,2)', 'double', 'double']
     >>> [typed(e) for e in ("m * 2", "u", "coalesce(i, 0)", "upper(s)", "i = 1", "1.50", "cast(m AS double)")]
-    [None, None, 'int', 'string', 'boolean', 'decimal(3, 2)', 'double']
+    [None, None, 'int', 'string', 'boolean', 'decimal(3,2)', 'double']
     """
     rule = _rule(node)
-    return _spelled(rule(node, lambda child: spark_type(child, column_type), column_type)) if rule else None
+    return spelled(rule(node, lambda child: spark_type(child, column_type), column_type)) if rule else None
 
 
 Typer = Callable[[exp.Expression], "str | None"]
@@ -174,11 +175,16 @@ def _decimal(type_: str | None) -> tuple[int, int] | None:
     return (values[0], values[1] if len(values) > 1 else 0) if values else (10, 0)
 
 
-def _spelled(type_: str | None) -> str | None:
-    """A type in sqlglot's Spark spelling, lower case: how lineage spells declared types too."""
-    if type_ is None:
+def spelled(type_: str | None) -> str | None:
+    """A type the way Spark prints it (``DataType.simpleString``), or None if it cannot be read.
+
+    >>> spelled("DECIMAL(12, 2)"), spelled("Map<String, Int>"), spelled("integer"), spelled("not a type")
+    ('decimal(12,2)', 'map<string,int>', 'int', None)
+    """
+    if not type_:
         return None
     try:
-        return exp.DataType.build(type_, dialect=DIALECT).sql(dialect=DIALECT).lower()
+        text = exp.DataType.build(type_, dialect=DIALECT).sql(dialect=DIALECT).lower()
     except (SqlglotError, ValueError):
         return None
+    return re.sub(r"([,:]) ", r"\1", text)

@@ -77,7 +77,8 @@ def _data(files: dict[str, bytes]) -> dict:
 
 
 def test_site_content(make_project):
-    files = _generate(make_project(FILES))
+    root = make_project(FILES)
+    files = _generate(root)
     assert sorted(files) == ["app.js", "data.js", "index.html", "style.css"]
     data = _data(files)
     assert data["edges"] == [["model.stg", "model.totals"], ["source.raw.orders", "model.stg"], ["source.raw.rates", "model.totals"]]
@@ -91,6 +92,11 @@ def test_site_content(make_project):
     assert [f["title"] for f in totals["run_files"]] == ["run script"]
     assert "CREATE TABLE IDENTIFIER(:build_table)" in totals["run_files"][0]["sql"]
     assert data["state"]["available"] is False
+    # Column types as lineage.json has them (checked against Spark in test_lineage.py), spelled as Spark does.
+    lineage_json = json.loads((root / "target" / "lineage.json").read_text())["models"]
+    assert data["models"]["stg"]["lineage"]["types"] == lineage_json["stg"]["types"] == {
+        "amount": "decimal(10,2)", "id": "bigint", "ts": "timestamp"}
+    assert totals["lineage"]["types"] == {"amount_eur": None, "id": "bigint"}  # decimal × double: not guessed
 
 
 def test_generation_is_deterministic_and_location_independent(make_project, tmp_path):

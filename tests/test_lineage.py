@@ -192,12 +192,6 @@ MUST_KNOW = {"n", "nd", "si", "sb", "ssm", "sx", "sm_", "ai", "ax", "am", "mm", 
              "ci", "ix", "cb", "us", "eq", "lit", "md", "rn", "wx", "n1", "sy"}
 
 
-def _spark_spelling(type_: str) -> str:
-    from sqlglot import exp
-
-    return exp.DataType.build(type_, dialect="spark").sql(dialect="spark").lower()
-
-
 def _spark_types(spark, manifest, database: str, sources: dict[str, list]) -> dict[str, dict[str, str]]:
     """Every model built as a view in ``database`` over empty source tables: Spark's column types."""
     from sqlglot import exp
@@ -216,7 +210,7 @@ def _spark_types(spark, manifest, database: str, sources: dict[str, list]) -> di
         moved[model.relation] = f"{database}.{name}"
         query = pretty(exp.replace_tables(model.ast, moved, dialect="spark"))
         spark.sql(f"CREATE OR REPLACE VIEW {moved[model.relation]} AS {query}")
-        found[name] = {f.name: _spark_spelling(f.dataType.simpleString()) for f in spark.table(moved[model.relation]).schema}
+        found[name] = {f.name: f.dataType.simpleString() for f in spark.table(moved[model.relation]).schema}
     return found
 
 
@@ -239,7 +233,7 @@ def test_column_types_match_what_spark_reports(spark, make_project):
     assert MUST_KNOW <= known, sorted(MUST_KNOW - known)
     assert (derived["agg"]["n"], derived["agg"]["si"], derived["agg"]["ax"], derived["rows"]["x"]) == \
         ("bigint", "bigint", "double", "double")
-    assert (derived["agg"]["am"], derived["rows"]["m"]) == ("decimal(16, 6)", "decimal(12, 2)")
+    assert (derived["agg"]["am"], derived["rows"]["m"]) == ("decimal(16,6)", "decimal(12,2)")
 
 
 def test_demo_models_types_match_what_spark_reports(spark):
