@@ -134,25 +134,22 @@ def show_position(position: Position | None, batch: bool = False) -> str:
 def show_value(value: Any) -> str:
     """One position value: a timestamp (ISO with ``T`` or a space) the way Spark casts it to string.
 
-    >>> show_value("2025-12-31T22:33:36+00:00"), show_value(998), show_value("12.50")
-    ('2025-12-31 22:33:36', '998', '12.50')
+    >>> show_value("2025-12-31T22:33:36+00:00"), show_value("2025-12-31T22:33:36.250"), show_value(998)
+    ('2025-12-31 22:33:36', '2025-12-31 22:33:36.25', '998')
     """
     when = _timestamp(value)
-    return show_time(when) if when is not None else str(value)
+    if when is None:
+        return str(value)
+    return f"{show_time(when)}.{when.microsecond:06d}".rstrip("0") if when.microsecond else show_time(when)
 
 
 def show_time(when: datetime | None) -> str:
-    """A time in UTC, seconds, and a fraction only when there is one (``-`` for None).
+    """A wall-clock time (a run, a step, ``now``) in UTC to the second (``-`` for None).
 
     >>> show_time(datetime(2026, 1, 1, 12, 0, 5, 250000, tzinfo=timezone.utc))
-    '2026-01-01 12:00:05.25'
+    '2026-01-01 12:00:05'
     """
-    if when is None:
-        return NONE
-    if when.tzinfo is not None:
-        when = when.astimezone(timezone.utc).replace(tzinfo=None)
-    text = when.strftime("%Y-%m-%d %H:%M:%S")
-    return f"{text}.{when.microsecond:06d}".rstrip("0") if when.microsecond else text
+    return NONE if when is None else _naive(when).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def duration(seconds: float | None) -> str:
