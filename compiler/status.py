@@ -200,20 +200,23 @@ def _behind(offset: Offset, batch: bool) -> str:
     that is ``caught up`` found no row after ``last``. Anything else is not recorded: ``-``."""
     if batch or offset.last is None:
         return NONE
+    nothing = "0s" if _time_of(offset.last) else "nothing"  # positions without a time have no lag in seconds
     if ":" in offset.topic:
-        if offset.next is None or tuple(offset.next) == tuple(offset.last):
-            return "0s"
+        if not offset.in_flight:
+            return nothing
         newest, last = _time_of(offset.next), _time_of(offset.last)
         return duration((newest - last).total_seconds()) if newest and last else NONE
-    return "0s" if offset.state == "caught up" and not offset.in_flight else NONE
+    return nothing if offset.state == "caught up" and not offset.in_flight else NONE
 
 
 def _age(offset: Offset, now: datetime, batch: bool) -> str:
     """Wall clock since the time of ``last`` (a batch's time is when it was committed)."""
     if offset.last is None:
         return NONE
-    when = (offset.run.astimezone(timezone.utc).replace(tzinfo=None) if batch and offset.run else
-            None if batch else _time_of(offset.last))
+    if batch:
+        when = _naive(offset.run) if offset.run else None
+    else:
+        when = _time_of(offset.last)
     return duration((_naive(now) - when).total_seconds()) if when else NONE
 
 

@@ -70,3 +70,19 @@ def test_fact_positions_lag_and_cli(make_project):
     assert out.output.splitlines()[0].split() == ["topic", "last", "next", "(in", "flight)", "behind", "source", "age",
                                                   "rows", "holder", "state"]
     assert "2025-12-31 21:50:24, 998" in out.output and "caught up" in out.output
+
+
+def test_an_mv_input_in_flight_is_behind_by_what_its_batch_planned(tmp_path):
+    from compiler.project import StateSettings
+
+    store = open_state_store(StateSettings(path=tmp_path / "state.sqlite"))
+    then = NOW - timedelta(minutes=5)
+    for topic, last, planned in (("wide:d.offers", ("2025-12-31T22:00:00", 5), ("2025-12-31T22:12:00", 9)),
+                                 ("wide:d.shops", (41,), (41,))):
+        lease = store.acquire(topic, "host:1", 60, then)
+        store.commit(lease, last, 1, "", then)
+        store.set_next(lease, planned, then)  # the batch that crashed had planned up to here
+        store.release(lease)
+    rows = _rows(status_lines(store.offsets(), NOW))
+    assert rows["wide:d.offers"][1:5] == ["2025-12-31 22:00:00, 5", "2025-12-31 22:12:00, 9", "12 min", "326 days"]
+    assert rows["wide:d.shops"][1:5] == ["41", "-", "nothing", "-"]  # no time in the position: no age either
