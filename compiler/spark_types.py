@@ -26,7 +26,7 @@ _NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double")
 _INTEGRAL = _NUMERIC[:4]
 _MAX_PRECISION = 38
 _BOOLEAN = (exp.Boolean, exp.Predicate, exp.Connector, exp.Not)
-_STRING = (exp.Upper, exp.Lower, exp.Concat, exp.ConcatWs, exp.Substring, exp.Trim, exp.Initcap)
+_STRING = (exp.Upper, exp.Lower, exp.ConcatWs, exp.Trim, exp.Initcap)
 _SAME_AS_ARGUMENT = (exp.Min, exp.Max, exp.First, exp.Last, exp.AnyValue, exp.Abs, exp.Neg, exp.Paren, exp.Alias)
 _INT = (exp.RowNumber, exp.Rank, exp.DenseRank, exp.Length)
 
@@ -44,6 +44,8 @@ def spark_type(node: exp.Expression, column_type: ColumnType) -> str | None:
     ['bigint', 'bigint', 'double', 'double', 'decimal(22,2)', 'decimal(16,6)', 'decimal(12,2)', 'double', 'double']
     >>> [typed(e) for e in ("m * 2", "u", "coalesce(i, 0)", "upper(s)", "i = 1", "1.50", "cast(m AS double)")]
     [None, None, 'int', 'string', 'boolean', 'decimal(3,2)', 'double']
+    >>> [typed(e) for e in ("concat(s, i)", "concat(s, u)", "substring(s, 1, 2)")]
+    ['string', None, 'string']
     """
     rule = _rule(node)
     return spelled(rule(node, lambda child: spark_type(child, column_type), column_type)) if rule else None
@@ -128,6 +130,17 @@ def _branches(node, typed, column_type):
     return _wider(types)
 
 
+def _text(node, typed, column_type):
+    """``concat`` and ``substring`` give a string when they read strings (arrays and binaries stay what they are)."""
+    arguments = node.expressions if isinstance(node, exp.Concat) else [node.this]
+    types = [typed(a) for a in arguments]
+    return "string" if types and all(t is not None and _scalar(t) for t in types) and "string" in types else None
+
+
+def _scalar(type_: str) -> bool:
+    return type_ in (*_NUMERIC, "string", "boolean", "date", "timestamp") or type_.startswith("decimal")
+
+
 def _window(node: exp.Window, typed, column_type):
     return typed(node.this)
 
@@ -143,6 +156,7 @@ _RULES: tuple[tuple[type | tuple[type, ...], Callable], ...] = (
     ((exp.Add, exp.Sub, exp.Mul, exp.Mod), _arithmetic),
     (exp.Div, _divide),
     ((exp.Coalesce, exp.If, exp.Case), _branches),
+    ((exp.Concat, exp.Substring), _text),
     (exp.Window, _window),
     (_BOOLEAN, lambda node, typed, column_type: "boolean"),
     (_STRING, lambda node, typed, column_type: "string"),

@@ -179,6 +179,7 @@ TYPED_MODELS = {
     "rows": """select i, x, m, s, ts, f, i + b as ib, i * 2 as i2, i / 2 as half, i % 3 as im, f + 1 as f1, x - i as xi,
                       -i as neg, coalesce(i, 0) as ci, coalesce(m, 0) as cm, if(flag, x, 0) as ix,
                       case when i > 0 then b else i end as cb, upper(s) as us, length(s) as ls, i = 1 as eq,
+                      concat(s, '-', i) as cs, substring(s, 1, 2) as ss, concat(array(i), array(b)) as ca,
                       not flag as nf, 1.50 as lit, 'a' as ls2, 7 as seven, cast(m as double) as md, m * 2 as m2,
                       m + m as mpm, abs(m) as absm, row_number() over (order by i) as rn,
                       sum(x) over (partition by s) as wx, floor(x) as fl, date(ts) as d
@@ -189,7 +190,7 @@ TYPED_MODELS = {
 }
 # Columns whose type mvflow must know (the rest may be unknown, never wrong).
 MUST_KNOW = {"n", "nd", "si", "sb", "ssm", "sx", "sm_", "ai", "ax", "am", "mm", "mt", "i", "x", "m", "ib", "half",
-             "ci", "ix", "cb", "us", "eq", "lit", "md", "rn", "wx", "n1", "sy"}
+             "ci", "ix", "cb", "us", "eq", "cs", "ss", "lit", "md", "rn", "wx", "n1", "sy"}
 
 
 def _spark_types(spark, manifest, database: str, sources: dict[str, list]) -> dict[str, dict[str, str]]:
