@@ -146,10 +146,12 @@ def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps
 @_target
 @click.pass_obj
 def status(obj: _Context, select, exclude, target) -> None:
-    """Offsets of fact models and MV inputs: last/next, lag, rows, lease holder, why a topic waits."""
+    """Offsets of fact models, MVs and MV inputs: last/next, how far behind the source, age, rows,
+    lease holder, state in words (why a topic waits)."""
     from .select import select as choose
     from .state import open_state_store
-    from .steps import status_lines, utc_now
+    from .status import status_lines
+    from .steps import utc_now
 
     manifest = obj.manifest(target)
     chosen = set(choose(manifest.graph, select, exclude)) if select or exclude else None

@@ -33,6 +33,7 @@ from .phases import PhaseHook, no_phase
 from .fact import STEP_COLUMN, FactPlan, fact, stats_query, step_id
 from .run import Result, _spark_message
 from .state import Lease, Offset, StateStore, StepLogRow, default_holder
+from .status import duration as _duration
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -107,17 +108,6 @@ def waiting_reason(gate_: Gate, first_pending: datetime | None, delay_seconds: i
     if gate_.limit == "delay":
         return f"waiting for the delay of {delay_seconds}s: the oldest new row is {behind} younger than now - delay"
     return f"waiting for {gate_.limit}, {behind} behind (caught up to {gate_.upto:%Y-%m-%d %H:%M:%S})"
-
-
-def _duration(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60} min"
-    if seconds < 172800:
-        return f"{seconds // 3600} h"
-    return f"{seconds // 86400} days"
 
 
 def fact_runner(store: StateStore, options: StepOptions, echo: Callable[[str], None] = print):
@@ -441,26 +431,3 @@ def _time_of(position) -> datetime | None:
 def _show(position) -> str:
     return "start" if position is None else ", ".join(str(v) for v in position)
 
-
-# -- mvflow status -----------------------------------------------------------------------------
-def status_lines(offsets: list[Offset], now: datetime, topics: set[str] | None = None) -> list[str]:
-    """One aligned line per topic: last/next, natural-time lag, rows of the last step, holder, state.
-
-    >>> from compiler.state import Offset
-    >>> o = Offset("orders", last=("2026-01-01 11:00:00", 5), next=("2026-01-01 11:00:00", 5), rows=3,
-    ...            state="waiting for stage.payments, 12 min behind")
-    >>> print("\\n".join(status_lines([o], datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc))))
-    topic   last                    next (in flight)  lag     rows  holder  state
-    orders  2026-01-01 11:00:00, 5  -                 60 min  3     -       waiting for stage.payments, 12 min behind
-    """
-    table = [["topic", "last", "next (in flight)", "lag", "rows", "holder", "state"]]
-    for o in offsets:
-        if topics is not None and o.topic.split(":")[0] not in topics:
-            continue
-        when = _time_of(o.last)
-        lag = _duration((_naive(now) - when).total_seconds()) if when else "-"
-        holder = f"{o.hostid} (until {o.lease_expires:%H:%M:%S})" if o.held_at(now) else "-"
-        table.append([o.topic, _show(o.last) if o.last else "-", _show(o.next) if o.in_flight else "-", lag,
-                      str(o.rows), holder, o.state or "-"])
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
-    return ["  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[-1]]) for row in table]

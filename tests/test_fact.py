@@ -15,7 +15,8 @@ from compiler.errors import CompileError
 from compiler.fact import STEP_COLUMN, fact
 from compiler.project import load_project
 from compiler.state import open_state_store
-from compiler.steps import StepOptions, run_fact, status_lines
+from compiler.status import status_lines
+from compiler.steps import StepOptions, run_fact
 
 T0 = datetime(2026, 1, 1, 0, 0, tzinfo=timezone.utc)
 
@@ -190,6 +191,9 @@ def test_verify_finds_lost_and_duplicated_rows_and_tolerates_changed_inputs(env)
     env.spark.sql(f"INSERT OVERWRITE TABLE {env.src}.dims VALUES (1, 'uno'), (2, 'two')")
     verdict = verify_model(env.spark, env.manifest, model, env.store)
     assert verdict.ok and verdict.different > 0, "a fact keeps what its inputs said when the step ran"
+    head, different = verdict.format().splitlines()  # the OK and the count of differences say why in one line
+    assert head.startswith("OK ") and different.startswith(f"      different: {verdict.different}")
+    assert different.endswith("not a failure: a joined input changed after their step, and a fact keeps what its step saw")
     step = env.spark.table(model.relation).select(STEP_COLUMN).first()[0]
     env.spark.sql(f"INSERT INTO {model.relation} SELECT id, ts, v2, name, '{step}' FROM {model.relation} WHERE id = 1")
     verdict = verify_model(env.spark, env.manifest, model, env.store)
