@@ -109,22 +109,29 @@ def list_models(obj: _Context, select, exclude, target, output) -> None:
 @click.pass_obj
 def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps, file_check) -> None:
     """Compile, then build the selected models on Spark in dependency order."""
+    from .lock import target_lock
+    from .select import select as choose
+    from .state import open_state_store
+
+    manifest = obj.manifest(target)
+    selected = choose(manifest.graph, select, exclude)
+    settings = manifest.project.target(target)
+    store = open_state_store(settings.state)
+    with target_lock(store, settings):
+        _run(manifest, selected, settings, store, threads, full_refresh, max_steps, file_check)
+
+
+def _run(manifest, selected, settings, store, threads, full_refresh, max_steps, file_check) -> None:
     from . import phases
     from .artifacts import write_artifacts
     from .refresh import mv_runner
     from .run import run_models
-    from .select import select as choose
     from .spark import LazySession, spark_session
-    from .state import open_state_store
     from .steps import StepOptions, fact_runner
 
-    manifest = obj.manifest(target)
-    selected = choose(manifest.graph, select, exclude)
     write_artifacts(manifest, selected)
     started = time.monotonic()
-    settings = manifest.project.target(target)
     spark = LazySession(lambda: spark_session(settings))
-    store = open_state_store(settings.state)
     phase = phases.from_env()  # MVFLOW_KILL_AT: the kill-point tests' hook, a no-op otherwise
     runners = {
         "fact": fact_runner(store, StepOptions(max_steps=max_steps, full_refresh=full_refresh, file_check=file_check,
@@ -150,13 +157,13 @@ def status(obj: _Context, select, exclude, target) -> None:
     lease holder, state in words (why a topic waits)."""
     from .select import select as choose
     from .state import open_state_store
-    from .status import status_lines
+    from .status import claim_lines, status_lines
     from .steps import utc_now
 
     manifest = obj.manifest(target)
     chosen = set(choose(manifest.graph, select, exclude)) if select or exclude else None
     store = open_state_store(manifest.project.target(target).state)
-    click.echo("\n".join(status_lines(store.offsets(), utc_now(), chosen)))
+    click.echo("\n".join([*claim_lines(store.claims(), utc_now()), *status_lines(store.offsets(), utc_now(), chosen)]))
 
 
 @cli.command()
@@ -167,6 +174,7 @@ def status(obj: _Context, select, exclude, target) -> None:
 def verify(obj: _Context, select, exclude, target) -> None:
     """Compare each MV and fact with a full recomputation of its SELECT (missing, extra, different rows)."""
     from .select import select as choose
+    from .lock import target_lock
     from .spark import spark_session
     from .state import open_state_store
     from .verify import verify as check
@@ -174,7 +182,9 @@ def verify(obj: _Context, select, exclude, target) -> None:
     manifest = obj.manifest(target)
     names = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name in ("mv", "fact")]
     settings = manifest.project.target(target)
-    verdicts = check(spark_session(settings), manifest, names, open_state_store(settings.state))
+    store = open_state_store(settings.state)
+    with target_lock(store, settings):
+        verdicts = check(spark_session(settings), manifest, names, store)
     for verdict in verdicts:
         click.echo(verdict.format())
     if any(not v.ok and not v.skipped for v in verdicts):
@@ -262,10 +272,13 @@ def demo() -> None:
 def demo_init(obj: _Context, scale, seed, target) -> None:
     """(Re)create the demo source tables, deterministic for a seed."""
     from .demo import init
+    from .lock import target_lock
     from .spark import spark_session
+    from .state import open_state_store
 
-    project = obj.project()
-    counts = init(spark_session(project.target(target)), scale=scale, seed=seed)
+    settings = obj.project().target(target)
+    with target_lock(open_state_store(settings.state), settings):
+        counts = init(spark_session(settings), scale=scale, seed=seed)
     click.echo("created " + ", ".join(f"{table} ({rows:,} rows)" for table, rows in counts.items()))
 
 
@@ -277,10 +290,13 @@ def demo_init(obj: _Context, scale, seed, target) -> None:
 def demo_change(obj: _Context, fraction, seed, target) -> None:
     """Apply one batch of production-like changes to the demo sources."""
     from .demo import change
+    from .lock import target_lock
     from .spark import spark_session
+    from .state import open_state_store
 
-    project = obj.project()
-    counts = change(spark_session(project.target(target)), fraction=fraction, seed=seed)
+    settings = obj.project().target(target)
+    with target_lock(open_state_store(settings.state), settings):
+        counts = change(spark_session(settings), fraction=fraction, seed=seed)
     click.echo("changed " + ", ".join(f"{table}: {what}" for table, what in counts.items()))
 
 
@@ -319,7 +335,7 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USER_ERROR)
+        sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)

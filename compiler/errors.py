@@ -43,6 +43,8 @@ class Problem:
 class MvflowError(Exception):
     """Base of every error caused by the user's input (printed without a traceback)."""
 
+    exit_code = 2  # a user error; a run that could not do its work (e.g. the target is busy) exits 1
+
     def __init__(self, problems: list[Problem] | Problem | str):
         if isinstance(problems, str):
             problems = [Problem(problems)]

@@ -142,13 +142,13 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
 
 
 def describe(outcome: Outcome) -> str:
+    redo = " (redo of the crashed batch)" if outcome.redo else ""
     if outcome.mode == "build":
-        return f"batch {outcome.batch}: full build ({outcome.reason}), {outcome.rows:,} rows"
+        return f"batch {outcome.batch}{redo}: full build ({outcome.reason}), {outcome.rows:,} rows"
     if outcome.reason == "up to date":
         return f"up to date (nothing changed since batch {outcome.batch})"
     changed = ", ".join(f"{k} {v:,}" for k, v in sorted(outcome.changed.items()) if v) or "no changes"
     extra = "; compacted" if outcome.compacted else ""
-    redo = " (redo of the crashed batch)" if outcome.redo else ""
     return f"batch {outcome.batch}{redo}: {outcome.affected:,} keys refreshed (changed: {changed}){extra}"
 
 

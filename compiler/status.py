@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from .refresh import MvState
-from .state import Offset, Position, StepLogRow
+from .state import Claim, Offset, Position, StepLogRow, holder_is_gone
 
 NONE = "-"
 COLUMNS = (("topic", "topic"), ("last", "last"), ("next (in flight)", "next"), ("behind source", "behind"),
@@ -79,7 +79,7 @@ def topic_statuses(offsets: list[Offset], now: datetime) -> list[TopicStatus]:
 def topic_status(offset: Offset, now: datetime, batches: set[str]) -> TopicStatus:
     """One topic's status; ``batches`` are the topics whose positions are batch numbers."""
     batch = offset.topic in batches
-    holder = f"{offset.hostid} (until {offset.lease_expires:%H:%M:%S})" if offset.held_at(now) else NONE
+    holder = holder_words(offset.hostid, offset.lease_expires) if offset.held_at(now) else NONE
     return TopicStatus(
         topic=offset.topic,
         last=show_position(offset.last, batch),
@@ -90,6 +90,39 @@ def topic_status(offset: Offset, now: datetime, batches: set[str]) -> TopicStatu
         holder=holder,
         state=state_words(offset.state, offset.last),
     )
+
+
+def holder_words(holder: str, expires: datetime) -> str:
+    """A lease holder; one that is a dead process of this host says so (the next run takes over).
+
+    >>> t = datetime(2026, 1, 1, 12, 0)
+    >>> holder_words("runner-a", t)
+    'runner-a (until 12:00:00)'
+    >>> import socket; holder_words(f"{socket.gethostname()}:999999999:ab", t)
+    'dead: pid 999999999 is gone (the next run takes over)'
+    """
+    if holder_is_gone(holder):
+        return f"dead: pid {holder.split(':')[1]} is gone (the next run takes over)"
+    return f"{holder} (until {expires:%H:%M:%S})"
+
+
+def claim_lines(claims: list[Claim], now: datetime) -> list[str]:
+    """Who holds each target (one process at a time on an embedded metastore; ``compiler.lock``).
+
+    >>> t = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+    >>> claim_lines([Claim("target:local", "h:42:ab", "mvflow run", t, t)], t)
+    ['target local: free (the last holder, `mvflow run` (pid 42 on host h, since 12:00:00 UTC, 0s ago), let its claim expire)']
+    """
+    lines = []
+    for claim in claims:
+        what = claim.name.replace(":", " ", 1)
+        if holder_is_gone(claim.holder):
+            lines.append(f"{what}: free (held by {claim.describe(now)}, which died; the next command takes over)")
+        elif claim.expires_at <= now:
+            lines.append(f"{what}: free (the last holder, {claim.describe(now)}, let its claim expire)")
+        else:
+            lines.append(f"{what}: in use by {claim.describe(now)}")
+    return lines
 
 
 def state_words(state: str, last: Position | None = None) -> str:
