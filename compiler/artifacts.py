@@ -55,6 +55,7 @@ def write_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -
     write(target / "lineage.json", lineage_json)
     entries = {name: _Json(text) for name, text in entries.items()}
     write(target / "manifest.json", _json_text(manifest_dict(manifest, entries=entries)))
+    write.flush()
     return write.written
 
 
@@ -110,31 +111,37 @@ def _mv_derived(model: Model, manifest: Manifest) -> dict[str, str] | None:
 
 
 class _Writer:
-    """Writes files whose content changed; creates each folder once per compile."""
+    """Collects the files of one compile, then writes those whose content changed: nothing is
+    written when deriving any of them fails, so a failed compile leaves target/ as it was."""
 
     def __init__(self) -> None:
         self.written: list[Path] = []
-        self._folders: set[Path] = set()
+        self._texts: dict[Path, str] = {}
+        self._pruned: list[Path] = []
 
     def __call__(self, path: Path, text: str) -> None:
-        if path.parent not in self._folders:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._folders.add(path.parent)
-        try:
-            same = path.read_text(encoding="utf-8") == text
-        except FileNotFoundError:
-            same = False
-        if not same:
-            path.write_text(text, encoding="utf-8")
+        self._texts[path] = text
         self.written.append(path)
 
     def prune(self, folder: Path) -> None:
-        """Remove the SQL files of a model's run folder this compile did not write (an older
-        mvflow's, or an input the model no longer reads), so the folder shows what runs."""
-        kept = set(self.written)
-        for path in folder.glob("*.sql"):
-            if path not in kept:
-                path.unlink()
+        """At ``flush``, remove the SQL files of a model's run folder this compile did not write (an
+        older mvflow's, or an input the model no longer reads), so the folder shows what runs."""
+        self._pruned.append(folder)
+
+    def flush(self) -> None:
+        for folder in sorted({path.parent for path in self._texts}):
+            folder.mkdir(parents=True, exist_ok=True)
+        for path, text in self._texts.items():
+            try:
+                same = path.read_text(encoding="utf-8") == text
+            except FileNotFoundError:
+                same = False
+            if not same:
+                path.write_text(text, encoding="utf-8")
+        for folder in self._pruned:
+            for path in folder.glob("*.sql"):
+                if path not in self._texts:
+                    path.unlink()
 
 
 def _json_text(value: Any) -> str:

@@ -112,26 +112,35 @@ def list_models(obj: _Context, select, exclude, target, output) -> None:
 @click.pass_obj
 def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps, file_check) -> None:
     """Compile, then build the selected models on Spark in dependency order."""
+    from .lock import target_lock
+    from .select import select as choose
+    from .state import open_state_store
+
+    manifest = obj.manifest(target)
+    selected = choose(manifest.graph, select, exclude)
+    settings = manifest.project.target(target)
+    store = open_state_store(settings.state)
+    with target_lock(store, settings):
+        _run(manifest, selected, settings, store, threads, full_refresh, max_steps, file_check)
+
+
+def _run(manifest, selected, settings, store, threads, full_refresh, max_steps, file_check) -> None:
+    from . import phases
     from .artifacts import write_artifacts
     from .drift import check_sources
     from .refresh import mv_runner
     from .run import EXIT_INTERRUPTED, run_models
-    from .select import select as choose
     from .spark import LazySession, spark_session
-    from .state import open_state_store
     from .steps import StepOptions, fact_runner
 
-    manifest = obj.manifest(target)
-    selected = choose(manifest.graph, select, exclude)
     write_artifacts(manifest, selected)
     started = time.monotonic()
-    settings = manifest.project.target(target)
     spark = LazySession(lambda: spark_session(settings), then=lambda session: check_sources(session, manifest, selected))
-    store = open_state_store(settings.state)
+    phase = phases.from_env()  # MVFLOW_KILL_AT: the kill-point tests' hook, a no-op otherwise
     runners = {
-        "fact": fact_runner(store, StepOptions(max_steps=max_steps, full_refresh=full_refresh, file_check=file_check),
-                            click.echo),
-        "mv": mv_runner(store, full_refresh, click.echo, file_check),
+        "fact": fact_runner(store, StepOptions(max_steps=max_steps, full_refresh=full_refresh, file_check=file_check,
+                                               phase=phase), click.echo),
+        "mv": mv_runner(store, full_refresh, click.echo, file_check, phase),
     }
     report = run_models(spark, manifest, selected, threads=threads, echo=click.echo, runners=runners)
     (manifest.project.target_dir / "run_results.json").write_text(report.to_json())
@@ -150,15 +159,17 @@ def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps
 @_target
 @click.pass_obj
 def status(obj: _Context, select, exclude, target) -> None:
-    """Offsets of fact models and MV inputs: last/next, lag, rows, lease holder, why a topic waits."""
+    """Offsets of fact models, MVs and MV inputs: last/next, how far behind the source, age, rows,
+    lease holder, state in words (why a topic waits)."""
     from .select import select as choose
     from .state import open_state_store
-    from .steps import status_lines, utc_now
+    from .status import claim_lines, status_lines
+    from .steps import utc_now
 
     manifest = obj.manifest(target)
     chosen = set(choose(manifest.graph, select, exclude)) if select or exclude else None
     store = open_state_store(manifest.project.target(target).state)
-    click.echo("\n".join(status_lines(store.offsets(), utc_now(), chosen)))
+    click.echo("\n".join([*claim_lines(store.claims(), utc_now()), *status_lines(store.offsets(), utc_now(), chosen)]))
 
 
 @cli.command()
@@ -169,6 +180,7 @@ def status(obj: _Context, select, exclude, target) -> None:
 def verify(obj: _Context, select, exclude, target) -> None:
     """Compare each MV and fact with a full recomputation of its SELECT (missing, extra, different rows)."""
     from .select import select as choose
+    from .lock import target_lock
     from .spark import spark_session
     from .state import open_state_store
     from .verify import verify as check
@@ -176,7 +188,9 @@ def verify(obj: _Context, select, exclude, target) -> None:
     manifest = obj.manifest(target)
     names = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name in ("mv", "fact")]
     settings = manifest.project.target(target)
-    verdicts = check(spark_session(settings), manifest, names, open_state_store(settings.state))
+    store = open_state_store(settings.state)
+    with target_lock(store, settings):
+        verdicts = check(spark_session(settings), manifest, names, store)
     for verdict in verdicts:
         click.echo(verdict.format())
     if any(not v.ok and not v.skipped for v in verdicts):
@@ -189,13 +203,19 @@ def verify(obj: _Context, select, exclude, target) -> None:
 @click.pass_obj
 def explain(obj: _Context, model, target) -> None:
     """Print what mvflow derived for an MV: key, hidden columns, key queries per input, refresh SQL."""
-    from .errors import CompileError, Problem
+    from .errors import CompileError, Problem, did_you_mean
     from .mv import explain as describe, mv_plan
 
     manifest = obj.manifest(target)
-    if model not in manifest.models or manifest.models[model].kind.name != "mv":
-        raise CompileError(Problem(f"'{model}' is not an mv model", hint="mvflow ls -o kind lists the models", code="not-an-mv"))
-    click.echo(describe(mv_plan(manifest.models[model], manifest)), nl=False)
+    found = manifest.models.get(model)
+    mvs = "mv models here: " + (", ".join(name for name, m in manifest.models.items() if m.kind.name == "mv") or "none")
+    if found is None:
+        raise CompileError(Problem(f"no model named '{model}'", hint=did_you_mean(model, manifest.models) or mvs,
+                                   code="unknown-model"))
+    if found.kind.name != "mv":
+        raise CompileError(Problem(f"'{model}' is a {found.kind.name} model: explain shows what mvflow derives for an mv",
+                                   found.path, 1, hint=mvs, code="not-an-mv"))
+    click.echo(describe(mv_plan(found, manifest)), nl=False)
 
 
 @cli.command(name="lineage")
@@ -258,10 +278,13 @@ def demo() -> None:
 def demo_init(obj: _Context, scale, seed, target) -> None:
     """(Re)create the demo source tables, deterministic for a seed."""
     from .demo import init
+    from .lock import target_lock
     from .spark import spark_session
+    from .state import open_state_store
 
-    project = obj.project()
-    counts = init(spark_session(project.target(target)), scale=scale, seed=seed)
+    settings = obj.project().target(target)
+    with target_lock(open_state_store(settings.state), settings):
+        counts = init(spark_session(settings), scale=scale, seed=seed)
     click.echo("created " + ", ".join(f"{table} ({rows:,} rows)" for table, rows in counts.items()))
 
 
@@ -273,10 +296,13 @@ def demo_init(obj: _Context, scale, seed, target) -> None:
 def demo_change(obj: _Context, fraction, seed, target) -> None:
     """Apply one batch of production-like changes to the demo sources."""
     from .demo import change
+    from .lock import target_lock
     from .spark import spark_session
+    from .state import open_state_store
 
-    project = obj.project()
-    counts = change(spark_session(project.target(target)), fraction=fraction, seed=seed)
+    settings = obj.project().target(target)
+    with target_lock(open_state_store(settings.state), settings):
+        counts = change(spark_session(settings), fraction=fraction, seed=seed)
     click.echo("changed " + ", ".join(f"{table}: {what}" for table, what in counts.items()))
 
 
@@ -298,6 +324,33 @@ def _debug_log(debug: bool) -> Iterator[None]:
         logger.setLevel(level)
 
 
+def _set_project_dir(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.find_object(_Context).project_dir = Path(value)
+
+
+def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.find_object(_Context).debug = True
+
+
+def _accept_global_options(group: click.Group) -> None:
+    """Let every command take --project-dir and --debug after its name too: ``mvflow compile --project-dir X``."""
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _accept_global_options(command)
+            continue
+        command.params += [
+            click.Option(["--project-dir"], default=None, expose_value=False, callback=_set_project_dir,
+                         help="The project's directory (as before the command name)."),
+            click.Option(["--debug"], is_flag=True, expose_value=False, callback=_set_debug,
+                         help="Show tracebacks for errors."),
+        ]
+
+
+_accept_global_options(cli)
+
+
 def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
@@ -307,7 +360,7 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_USER_ERROR)
+        sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)

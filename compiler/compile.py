@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -20,16 +19,16 @@ from sqlglot import exp
 
 from .background import Background, worth_forking
 from .cache import CompileCache, cache_key, read_tables, schema_index
-from .errors import CompileError, MvflowError, Problem, ProblemList
+from .errors import CompileError, MvflowError, Problem, ProblemList, did_you_mean
+from .files import read_text
 from .graph import build_graph, model_id, model_order, source_id
 from .kinds import Kind, KindError, create_kind
 from .parse import column_line, output_columns, parse_select, plain_columns, pretty, table_references, unnamed_columns
 from .project import PROJECT_FILE, Project
 from .render import Call, Renderer
-from .sources import Source, load_sources
+from .sources import IDENTIFIER, Source, load_sources
 from .yamlfile import LineDict, check_keys, load_yaml
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DOC_MODEL_KEYS = {"name", "description", "tags", "config", "columns"}
 _DOC_COLUMN_KEYS = {"name", "description", "type", "tags", "tests"}
 T = TypeVar("T")
@@ -56,6 +55,7 @@ class Model:
     undeclared_tables: list[str] = field(default_factory=list)
     tables_read: list[tuple[str, int]] = field(default_factory=list)  # parse.table_references of the SELECT
     plain_columns: list[str] | None = None  # parse.plain_columns: output columns if the SELECT has no *
+    column_doc_lines: dict[str, tuple[str, int]] = field(default_factory=dict)  # where each column is documented
     _ast: exp.Query | None = field(default=None, init=False, repr=False, compare=False)
     _parse_later: bool = field(default=False, init=False, repr=False, compare=False)
     _printed: tuple[exp.Query | None, str] | None = field(default=None, init=False, repr=False, compare=False)
@@ -162,6 +162,8 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
     """
     database = project.target(target).spark.database
     problems = ProblemList()
+    for problem in project.missing_model_paths():
+        problems.add(problem)
     sources = _attempt(problems, load_sources, project)
     docs = _attempt(problems, _load_model_docs, project) or {}
     renderer = _attempt(problems, Renderer, project, cache.jinja() if cache is not None else None)
@@ -169,6 +171,7 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
         problems.raise_if_any()
     models, templates, unusable = _collect_models(project, renderer, docs, database, problems, cache)
     warnings = _check_model_defaults(project, problems)
+    _check_relations(models, sources or {}, problems)
     graph = _graph(models, sources, unusable, problems)
     _render_final(models, templates, renderer, sources or {}, problems)
     warnings += _parse_models(models, sources or {}, problems, cache)
@@ -213,7 +216,7 @@ def _collect_models(project: Project, renderer: Renderer, docs: dict[str, LineDi
     for name, doc in docs.items():
         if name not in files:
             problems.add(Problem(f"model docs name '{name}', which is not a model", doc.path, doc.line,
-                                 hint=_did_you_mean(name, files) or "remove the entry or add the model", code="unknown-model"))
+                                 hint=did_you_mean(name, files) or "remove the entry or add the model", code="unknown-model"))
     return dict(sorted(models.items())), templates, unusable
 
 
@@ -239,7 +242,7 @@ def _collect_model(project: Project, renderer: Renderer, docs: dict[str, LineDic
                              hint="model names are file names and must be unique: rename one file", code="duplicate-model"))
         return
     files[name] = display
-    if not _IDENTIFIER.fullmatch(name):
+    if not IDENTIFIER.fullmatch(name):
         problems.add(Problem(f"model name '{name}' (the file name) is not a valid table name", display, 1,
                              hint="rename the file with letters, digits and _ only", code="bad-name"))
         unusable[name] = "broken"
@@ -326,25 +329,28 @@ def _check_model_defaults(project: Project, problems: ProblemList) -> list[Probl
 def _model(project: Project, display: str, name: str, first, doc: LineDict | None, database: str) -> Model | None:
     """The model, or None when it is disabled; an invalid kind or option is a CompileError at its line."""
     config, origin = _model_config(project, display, first, doc)
-    if not isinstance(config.get("enabled", True), bool):
-        path, line = origin["enabled"]
-        raise CompileError(Problem(f"enabled must be true or false, got {config['enabled']!r}", path, line,
-                                   hint="write enabled=false (no quotes)", code="bad-config"))
     if config.get("enabled", True) is False:
         return None
+    problems = ProblemList()
+    if not isinstance(config.get("enabled", True), bool):
+        path, line = origin["enabled"]
+        problems.add(Problem(f"enabled must be true or false, got {config['enabled']!r}", path, line,
+                             hint="write enabled=false (no quotes)", code="bad-config"))
     try:
         kind = create_kind(config)
     except KindError as exc:
-        path, line = origin.get(exc.key, (display, 1))
-        raise CompileError(Problem(str(exc), path, line, hint=exc.hint, code=exc.code)) from exc
+        for error in exc.errors:
+            path, line = origin.get(error.key, (display, 1))
+            problems.add(Problem(str(error), path, line, hint=error.hint, code=error.code))
     schema = str(config.get("schema") or config.get("database") or database)
     for key, value in (("schema", schema), ("alias", config.get("alias") or name)):
-        if not _IDENTIFIER.fullmatch(str(value)):
+        if not IDENTIFIER.fullmatch(str(value)):
             path, line = origin.get(key, origin.get("database", (display, 1)))
-            raise CompileError(Problem(f"{key} '{value}' is not a valid name", path, line,
-                                       hint="use letters, digits and _ only", code="bad-name"))
+            problems.add(Problem(f"{key} '{value}' is not a valid name", path, line,
+                                 hint="use letters, digits and _ only", code="bad-name"))
+    problems.raise_if_any(CompileError)
     tags = tuple(sorted(set(_as_list(config.get("tags"))) | set(_as_list((doc or {}).get("tags")))))
-    raw = (project.root / display).read_text(encoding="utf-8")
+    raw = read_text(project.root / display, display)
     return Model(
         name=name,
         path=display,
@@ -356,6 +362,7 @@ def _model(project: Project, display: str, name: str, first, doc: LineDict | Non
         tags=tags,
         description=str((doc or {}).get("description") or config.get("description") or "").strip(),
         column_docs={str(c["name"]): str(c.get("description", "")).strip() for c in (doc or {}).get("columns") or []},
+        column_doc_lines={str(c["name"]): (doc.path, c.line) for c in (doc or {}).get("columns") or []},
         raw_sql=raw,
         checksum=hashlib.sha256(raw.encode()).hexdigest(),
         refs=first.refs,
@@ -363,15 +370,29 @@ def _model(project: Project, display: str, name: str, first, doc: LineDict | Non
     )
 
 
+def _check_relations(models: dict[str, Model], sources: dict[str, Source], problems: ProblemList) -> None:
+    """Two models, or a model and a declared table, that are one table in Spark (whose names are
+    case-insensitive) are an error: one would silently overwrite the other."""
+    owners: dict[str, str] = {}
+    for source in sources.values():
+        owners[source.id.lower()] = f"the declared source {source.id} ({source.path}:{source.line})"
+        if source.changes:
+            owners[source.changes.table.lower()] = f"the change feed of source {source.id} ({source.path}:{source.line})"
+    for model in sorted(models.values(), key=lambda m: ("alias" in m.config, m.path)):  # an alias is the likely cause
+        owner = owners.get(model.relation)
+        if owner is None:
+            owners[model.relation] = f"model '{model.name}' ({model.path})"
+            continue
+        line = model.config_lines.get("alias") or model.config_lines.get("schema") or 1
+        problems.add(Problem(f"model '{model.name}' is the table {model.relation}, and so is {owner}", model.path, line,
+                             hint="give one of them another name, alias or schema (Spark names ignore case)",
+                             code="relation-collision"))
+
+
 def _as_list(value: Any) -> list[str]:
     if not value:
         return []
     return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
-
-
-def _did_you_mean(name: str, candidates) -> str | None:
-    close = difflib.get_close_matches(name, list(candidates), n=1)
-    return f"did you mean '{close[0]}'?" if close else None
 
 
 def _graph(models: dict[str, Model], sources: dict[str, Source] | None, unusable: dict[str, str],
@@ -387,7 +408,7 @@ def _graph(models: dict[str, Model], sources: dict[str, Source] | None, unusable
                                      hint=f"enable {call.name} or remove this ref", code="disabled-ref"))
             elif call.name not in unusable:
                 problems.add(Problem(f"ref('{call.name}'): no such model", model.path, call.line,
-                                     hint=_did_you_mean(call.name, models) or "check the model's file name", code="unknown-ref"))
+                                     hint=did_you_mean(call.name, models) or "check the model's file name", code="unknown-ref"))
         for call in model.source_calls:
             if sources is None:  # lineage files are broken: already reported
                 continue
@@ -514,7 +535,18 @@ def _infer_columns(manifest: Manifest) -> None:
             for column in _duplicates(model.columns):
                 problems.add(Problem(f"two output columns are named '{column}'", model.path, column_line(model.ast, column),
                                      hint="give one of them another alias (AS ...)", code="duplicate-column"))
+            _check_column_docs(model, problems)
     problems.raise_if_any()
+
+
+def _check_column_docs(model: Model, problems: ProblemList) -> None:
+    """Docs of a column the model does not output (a typo, or a column since removed)."""
+    outputs = {c.lower(): c for c in model.columns or ()}
+    for column, (path, line) in model.column_doc_lines.items():
+        if column.lower() not in outputs:
+            problems.add(Problem(f"model '{model.name}' docs describe column '{column}', which the model does not output",
+                                 path, line, code="unknown-column",
+                                 hint=did_you_mean(column, model.columns) or "its columns: " + ", ".join(model.columns)))
 
 
 def _output_columns(model: Model, schema: dict, index: dict, cache: CompileCache | None) -> list[str] | None:

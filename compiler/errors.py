@@ -6,8 +6,10 @@ traceback; ``--debug`` shows one.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
+from typing import Iterable
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ class Problem:
 
 class MvflowError(Exception):
     """Base of every error caused by the user's input (printed without a traceback)."""
+
+    exit_code = 2  # a user error; a run that could not do its work (e.g. the target is busy) exits 1
 
     def __init__(self, problems: list[Problem] | Problem | str):
         if isinstance(problems, str):
@@ -97,6 +101,16 @@ class ProblemList:
         """Raise ``error_type`` (default: the type of the first error collected, else CompileError)."""
         if self.problems:
             raise (error_type or self.error_type or CompileError)(self.problems)
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
+    """A hint naming the closest candidate, if one is close.
+
+    >>> did_you_mean("offers_wid", ["offers_wide", "shops"]), did_you_mean("x", ["offers_wide"])
+    ("did you mean 'offers_wide'?", None)
+    """
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    return f"did you mean '{close[0]}'?" if close else None
 
 
 def snippet(text: str, line: int, col: int | None = None, context: int = 1) -> str:

@@ -23,6 +23,7 @@ class KindError(ValueError):
         self.hint = hint
         self.code = code
         self.key = key  # the config key at fault, so the caller can point at its line
+        self.errors: list[KindError] = [self]  # every problem of the config, this one first
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,8 @@ Kind = ViewKind | TableKind | MvKind | FactKind
 
 
 def create_kind(config: Mapping[str, Any]) -> Kind:
-    """Build the kind named by ``config['materialized']``; unknown kinds or keys raise KindError.
+    """Build the kind named by ``config['materialized']``; unknown kinds, keys or bad values raise
+    a KindError whose ``errors`` are all the problems of the config.
 
     >>> create_kind({"materialized": "fact", "maxstep": 10, "delay": "5m"})
     FactKind(source=None, maxstep=10, delay_seconds=300, depends_on=(), partition_by=())
@@ -100,6 +102,11 @@ def create_kind(config: Mapping[str, Any]) -> Kind:
     Traceback (most recent call last):
     ...
     compiler.kinds.KindError: unknown materialized='cube'
+    >>> try:
+    ...     create_kind({"materialized": "fact", "maxstep": 0, "delay": "soon", "size": 1})
+    ... except KindError as exc:
+    ...     print([str(e) for e in exc.errors])
+    ["unknown config key for kind 'fact': size", 'maxstep must be a positive number, got 0', "invalid delay 'soon'"]
     """
     name = config.get("materialized", "view")
     cls = KINDS.get(name)
@@ -108,16 +115,21 @@ def create_kind(config: Mapping[str, Any]) -> Kind:
     own = {f.name for f in fields(cls)}
     aliases = {"delay": "delay_seconds"} if "delay_seconds" in own else {}
     allowed = COMMON_KEYS | own | set(aliases)
-    unknown = sorted(set(config) - allowed)
-    if unknown:
-        raise KindError(
-            f"unknown config key{'s' if len(unknown) > 1 else ''} for kind '{name}': {', '.join(unknown)}",
-            "valid keys: " + ", ".join(sorted(allowed - {"delay_seconds"})),
-            "unknown-config",
-            unknown[0],
-        )
-    values = {aliases.get(k, k): v for k, v in config.items() if aliases.get(k, k) in own}
-    return cls(**{k: _coerce(cls, k, v) for k, v in values.items()})
+    valid = "valid keys: " + ", ".join(sorted(allowed - {"delay_seconds"}))
+    errors = [KindError(f"unknown config key for kind '{name}': {key}", valid, "unknown-config", key)
+              for key in sorted(set(config) - allowed)]
+    values = {}
+    for key, value in config.items():
+        field_name = aliases.get(key, key)
+        if field_name in own:
+            try:
+                values[field_name] = _coerce(cls, field_name, value)
+            except KindError as exc:
+                errors.append(exc)
+    if errors:
+        errors[0].errors = errors
+        raise errors[0]
+    return cls(**values)
 
 
 def _coerce(cls: type[_Kind], key: str, value: Any) -> Any:

@@ -28,6 +28,7 @@ from .cache import cache_key, read_tables
 from .errors import CompileError, Problem, ProblemList, SelectionError, find_line
 from .graph import model_id, node_name, source_id
 from .parse import DIALECT, table_name
+from .spark_types import spark_type, spelled
 
 if TYPE_CHECKING:
     from .compile import Manifest
@@ -263,6 +264,7 @@ class _Tracer:
         self.known = known
         self.types = types
         self.memo: dict[tuple[int, int], tuple[tuple[Edge, ...], str | None]] = {}
+        self.type_memo: dict[tuple[int, int], str | None] = {}
         self.uses: dict[str, set[str]] = {}
         self.unknown: dict[str, str] = {}
 
@@ -287,7 +289,7 @@ class _Tracer:
                 continue
             edges, why = self._projection(root, index)
             columns[name] = edges
-            types[name] = self._type(_leftmost(root).expression.selects[index], edges)
+            types[name] = self._type(root, index)
             if why:
                 self.unknown[name] = why
         for scope in root.traverse():
@@ -392,18 +394,27 @@ class _Tracer:
                 return declared
         return name
 
-    def _type(self, projection: exp.Expression, edges: tuple[Edge, ...]) -> str | None:
-        body = projection.unalias()
-        if isinstance(body, exp.Cast):
-            return body.to.sql(dialect=DIALECT).lower()
-        if isinstance(body, exp.Column) and len(edges) == 1:
-            return self.types.get(edges[0].ref)
-        if isinstance(body, exp.Count):
-            return "bigint"
-        if isinstance(body, exp.Literal):
-            return "string" if body.is_string else None
-        if isinstance(body, exp.Boolean) or isinstance(body, exp.Predicate):
-            return "boolean"
+    def _type(self, scope: Scope, index: int) -> str | None:
+        """Spark's type of the scope's ``index``-th output column, where certain (``spark_types``)."""
+        key = (id(scope), index)
+        if key not in self.type_memo:
+            if scope.set_operation_scopes:
+                found = {self._type(s, index) for s in scope.set_operation_scopes}
+                self.type_memo[key] = found.pop() if len(found) == 1 else None
+            else:
+                selects = scope.expression.selects if isinstance(scope.expression, exp.Query) else []
+                self.type_memo[key] = spark_type(selects[index].unalias(), lambda c: self._column_type(scope, c)) \
+                    if index < len(selects) else None
+        return self.type_memo[key]
+
+    def _column_type(self, scope: Scope, column: exp.Column) -> str | None:
+        source = _find_source(scope, column.table) if column.table else None
+        if isinstance(source, exp.Table):
+            node = self._node(source)
+            return self.types.get(ColumnRef(node, self._column_name(node, column.name)))
+        if isinstance(source, Scope):
+            names = [n.lower() for n in _leftmost(source).expression.named_selects]
+            return self._type(source, names.index(column.name.lower())) if column.name.lower() in names else None
         return None
 
     def _unknown_tables(self, scope: Scope) -> str:
@@ -418,12 +429,7 @@ class _Tracer:
 
 def _type_name(declared: str | None) -> str | None:
     """A declared type in Spark's spelling, so declared and inferred types compare equal."""
-    if not declared:
-        return None
-    try:
-        return exp.DataType.build(declared, dialect=DIALECT).sql(dialect=DIALECT).lower()
-    except (SqlglotError, ValueError):
-        return declared
+    return spelled(declared) or declared or None
 
 
 def _leftmost(scope: Scope) -> Scope:

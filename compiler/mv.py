@@ -264,12 +264,13 @@ class _Analyzer:
         self.problems.append(Problem(f"mv '{self.name}': {message}", self.path, self._line(node), hint=hint, code=code))
 
     def _line(self, node: exp.Expression | None) -> int | None:
-        if node is None:
-            return None
-        for item in node.walk():
-            line = item.meta.get("line") if isinstance(item, exp.Expression) else None
-            if line:
-                return int(line) + self.offset
+        """The first line sqlglot recorded inside ``node``, else inside its parent (DISTINCT records none)."""
+        while node is not None:
+            for item in node.walk():
+                line = item.meta.get("line") if isinstance(item, exp.Expression) else None
+                if line:
+                    return int(line) + self.offset
+            node = node.parent
         return None
 
     def _stop_if_any(self) -> None:

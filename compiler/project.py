@@ -74,6 +74,7 @@ class Project:
     targets: Mapping[str, Target]
     default_target: str
     targets_line: int = 0  # line of 'targets:' in project.yml, for errors
+    model_paths_line: int = 0  # line of 'paths: models:' (or of what holds it), for errors
 
     @property
     def target_dir(self) -> Path:
@@ -94,6 +95,19 @@ class Project:
                 )
             )
         return self.targets[name]
+
+    def missing_model_paths(self) -> list[Problem]:
+        """A model folder that does not exist: a typo in ``paths.models`` compiles nothing at all."""
+        folders = sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        problems = []
+        for folder in self.model_paths:
+            if not (self.root / folder).is_dir():
+                close = difflib.get_close_matches(folder, folders, n=1)
+                hint = (f"did you mean '{close[0]}'? " if close else "") + "models are the .sql files under the " \
+                    "folders paths.models names (default: models)"
+                problems.append(Problem(f"paths.models: the project has no folder '{folder}'", PROJECT_FILE,
+                                        self.model_paths_line or 1, hint=hint, code="no-models"))
+        return problems
 
     def files(self, kind: str, suffixes: tuple[str, ...]) -> list[Path]:
         """Files under the model/macro/lineage paths, sorted, so that compile is deterministic."""
@@ -221,6 +235,7 @@ def load_project(root: Path | str) -> Project:
         targets=targets,
         default_target=default_target,
         targets_line=data.line_of("targets") if "targets" in data else 0,
+        model_paths_line=paths.line_of("models"),
     )
 
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from . import watch
 from .mv import BATCH, Derived, MvPlan, derive, diffed, lookup_inputs, mv_plan, state_query, walk_inputs
 from .parse import pretty
+from .phases import PhaseHook, no_phase
 from .state import Commit, Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
 
 if TYPE_CHECKING:
@@ -49,10 +50,6 @@ SLOTS = ("a", "b")
 # (every offer, every price) before adaptive execution sees that the key side is small.
 BROADCAST_KEYS = 1_000_000
 _TAG = "_mvflow_input"  # which input a row of the combined changed-keys checkpoint belongs to
-
-
-class Crash(RuntimeError):
-    """Raised by the ``crash_after`` test hook to simulate a runner dying mid-batch."""
 
 
 @dataclass
@@ -88,6 +85,8 @@ class Outcome:
     changed: dict[str, int] = field(default_factory=dict)
     compacted: bool = False
     reason: str = ""
+    redo: bool = False  # the batch redid one that crashed, over the ranges planned before the crash
+    covered: bool = True  # the batch read every input up to what the probe saw (False: more is waiting)
 
 
 def definition_hash(derived: Derived) -> str:
@@ -97,22 +96,23 @@ def definition_hash(derived: Derived) -> str:
 
 # -- the runner ------------------------------------------------------------------------------
 def mv_runner(store: StateStore | None = None, full_refresh: bool = False,
-              echo: Callable[[str], None] = lambda _: None,
-              file_check: bool = True) -> Callable[["SparkSession", "Manifest", "Model"], "Result"]:
+              echo: Callable[[str], None] = lambda _: None, file_check: bool = True,
+              phase: PhaseHook = no_phase) -> Callable[["SparkSession", "Manifest", "Model"], "Result"]:
     """The ``mv`` runner for ``run_models`` (``runners={"mv": mv_runner(store, ...)}``)."""
 
     def run(spark: "SparkSession", manifest: "Manifest", model: "Model") -> "Result":
         chosen = store or open_state_store(manifest.project.target(manifest.target).state)
-        return run_mv(spark, manifest, model, chosen, full_refresh, echo, file_check)
+        return run_mv(spark, manifest, model, chosen, full_refresh, echo, file_check, phase)
 
     return run
 
 
 def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: StateStore,
            full_refresh: bool = False, echo: Callable[[str], None] = lambda _: None,
-           file_check: bool = True) -> "Result":
+           file_check: bool = True, phase: PhaseHook = no_phase) -> "Result":
     """Refresh one MV and report it as a run Result (errors become an error Result). With
-    ``file_check``, first ask ``compiler.watch`` whether anything moved, without Spark."""
+    ``file_check``, first ask ``compiler.watch`` whether anything moved, without Spark. A
+    redone batch is followed by a new one when changes landed after the crash."""
     from .run import Result, _spark_message
 
     started = time.monotonic()
@@ -126,10 +126,14 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
             result.message = f"up to date (no input file or upstream batch moved since batch {json.loads(seen.last)[0]})"
         else:
             observed = watch.observe(spark, store, spec)
-            outcome = refresh_mv(spark, manifest, model, store, full_refresh=full_refresh, echo=echo)
-            watch.record(store, spec, observed)
-            result.rows = outcome.rows if outcome.mode == "build" else outcome.affected
-            result.message = describe(outcome)
+            outcomes = [refresh_mv(spark, manifest, model, store, full_refresh=full_refresh, phase=phase, echo=echo)]
+            # A redo covers only the ranges planned before the crash: what landed since is the next batch's.
+            while not outcomes[-1].covered and len(outcomes) < 3:
+                outcomes.append(refresh_mv(spark, manifest, model, store, phase=phase, echo=echo))
+            if outcomes[-1].covered:  # a watch may only claim what the batches read
+                watch.record(store, spec, observed)
+            result.rows = sum(o.rows if o.mode == "build" else o.affected for o in outcomes)
+            result.message = "; ".join(describe(o) for o in outcomes)
     except Exception as exc:  # noqa: BLE001 - one failing model must not stop the others
         result.status = "error"
         result.message = _spark_message(exc)
@@ -138,23 +142,25 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
 
 
 def describe(outcome: Outcome) -> str:
+    redo = " (redo of the crashed batch)" if outcome.redo else ""
     if outcome.mode == "build":
-        return f"batch {outcome.batch}: full build ({outcome.reason}), {outcome.rows:,} rows"
+        return f"batch {outcome.batch}{redo}: full build ({outcome.reason}), {outcome.rows:,} rows"
     if outcome.reason == "up to date":
         return f"up to date (nothing changed since batch {outcome.batch})"
     changed = ", ".join(f"{k} {v:,}" for k, v in sorted(outcome.changed.items()) if v) or "no changes"
     extra = "; compacted" if outcome.compacted else ""
-    return f"batch {outcome.batch}: {outcome.affected:,} keys refreshed (changed: {changed}){extra}"
+    return f"batch {outcome.batch}{redo}: {outcome.affected:,} keys refreshed (changed: {changed}){extra}"
 
 
 def refresh_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: StateStore,
                full_refresh: bool = False, holder: str | None = None,
                now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
-               crash_after: str | None = None, echo: Callable[[str], None] = lambda _: None) -> Outcome:
+               phase: PhaseHook = no_phase, echo: Callable[[str], None] = lambda _: None) -> Outcome:
     """One refresh of an MV: a full build on the first run, on ``full_refresh``, on a changed
-    definition or past the fan-out guard; otherwise a key-driven batch."""
+    definition or past the fan-out guard; otherwise a key-driven batch. ``phase`` is called at
+    every point of ``compiler.phases.MV_PHASES`` the batch passes (tests crash it there)."""
     plan = mv_plan(model, manifest)
-    run = _Refresh(spark, plan, _derived(manifest, model), store, holder or default_holder(), now, crash_after, echo, model.kind)
+    run = _Refresh(spark, plan, _derived(manifest, model), store, holder or default_holder(), now, phase, echo, model.kind)
     return run.execute(full_refresh)
 
 
@@ -164,15 +170,17 @@ def _derived(manifest: "Manifest", model: "Model") -> Derived:
 
 
 class _Refresh:
-    def __init__(self, spark, plan: MvPlan, derived: Derived, store: StateStore, holder: str, now, crash_after, echo, kind):
+    def __init__(self, spark, plan: MvPlan, derived: Derived, store: StateStore, holder: str, now, phase: PhaseHook,
+                 echo, kind):
         self.spark, self.plan, self.derived, self.store = spark, plan, derived, store
-        self.holder, self.now, self.crash_after, self.echo, self.kind = holder, now, crash_after, echo, kind
+        self.holder, self.now, self.phase, self.echo, self.kind = holder, now, phase, echo, kind
         self.leases: dict[str, Lease] = {}
         self.views: list[str] = []
         self.frames: list["DataFrame"] = []
         self.probe = _Probe()
         self.redo = False  # the batch is a redo of one that crashed before its commit
         self.snapshot_fingerprints: dict[str, str] | None = None  # read with the change counts
+        self.ranges: dict[str, tuple[Any, Any]] = {}  # (last, next) per input of the batch
 
     # -- orchestration -------------------------------------------------------------------
     def execute(self, full_refresh: bool) -> Outcome:
@@ -181,6 +189,7 @@ class _Refresh:
             for input_id in self.plan.inputs:
                 topic = self.plan.topic(input_id)
                 self.leases[topic] = self.store.acquire(topic, self.holder, LEASE_SECONDS, self.now())
+            self.phase("mv:leased")
             return self._batch(full_refresh)
         finally:
             self._drop_views()
@@ -192,6 +201,7 @@ class _Refresh:
         state = MvState.parse(offset.state)
         reason = self._rebuild_reason(full_refresh, offset, state)
         self.probe = self._probe(since_last=reason is None)
+        self.phase("mv:probed")
         if reason is None and not offset.in_flight and self._up_to_date():
             return Outcome(int(offset.last[0]), "noop", reason="up to date")
         self.redo = offset.in_flight
@@ -201,10 +211,20 @@ class _Refresh:
         if reason is None and any(last is None and nxt for last, nxt in ranges.values()):
             reason = "a new input"
             ranges = self._plan_ranges(batch, fresh=True)
+        self.phase("mv:next-written")
         self._spark_sql(f"CREATE DATABASE IF NOT EXISTS {self.plan.relation.split('.')[0]}")
-        if reason is not None:
-            return self._build(batch, state, ranges, reason)
-        return self._refresh(batch, state, ranges)
+        outcome = self._build(batch, state, ranges, reason) if reason is not None else self._refresh(batch, state, ranges)
+        outcome.redo, outcome.covered = self.redo, self._covers(self.ranges)
+        return outcome
+
+    def _covers(self, ranges: dict) -> bool:
+        """Whether the batch read every input up to the position the probe saw. A redo reads
+        the ranges planned before its crash, so changes that landed since are still waiting."""
+        for input_id, info in self.plan.inputs.items():
+            current = None if diffed(info) else self._current_position(input_id)
+            if current is not None and tuple(ranges[input_id][1] or ()) != tuple(current):
+                return False
+        return True
 
     def _rebuild_reason(self, full_refresh: bool, offset: Offset, state: MvState) -> str | None:
         if full_refresh:
@@ -315,6 +335,7 @@ class _Refresh:
                 nxt = self._current_position(input_id) or (() if fresh else offset.last)
             self.store.set_next(self.leases[topic], nxt if nxt is not None else (), self.now())
             ranges[input_id] = (None if fresh else offset.last, nxt)
+        self.ranges = ranges
         return ranges
 
     def _current_position(self, input_id: str) -> tuple | None:
@@ -349,12 +370,15 @@ class _Refresh:
                 self._spark_sql(f"DROP TABLE IF EXISTS {snapshot}")
                 self._sql(f"create_snapshot:{input_id}", batch=batch)
                 self._sql(f"snapshot:{input_id}", batch=batch)
+        self.phase("mv:build-snapshots")
         self._mark_swapping(state, slot)
+        self.phase("mv:build-marked")
         rows = self._write_base(slot)
+        self.phase("mv:build-base-written")
         self._publish_all(slot, state, batch)
+        self.phase("mv:build-published")
         self._swap(slot)
-        if self.crash_after == "write":
-            raise Crash("crash after the build, before the commit")
+        self.phase("mv:build-swapped")
         new_state = MvState(slot, rows, 0, definition_hash(self.derived))
         self._commit(batch, ranges, new_state, rows, {})
         return Outcome(batch, "build", rows=rows, reason=reason)
@@ -396,18 +420,20 @@ class _Refresh:
             return outcome
         self._view("stored", self._stored_frame(state.slot, batch))
         outcome.affected = self._affected(changed)
+        self.phase("mv:affected-keys")
         threshold = getattr(self.kind, "fanout_threshold", 0.2)
         if outcome.affected > threshold * max(state.base_rows, 1):
             reason = f"fan-out guard: {outcome.affected:,} affected keys > {threshold:g} × {state.base_rows:,} rows"
             self.echo(f"{self.plan.name}: {reason}, switching to a full build")
+            self.phase("mv:fanout-guard")
             self._drop_views()
             return self._build(batch, state, self._plan_ranges(batch, fresh=True), reason)
         delta = self._slot_table("delta", state.slot)
         self._view("rows", self._sql("refresh"))  # read once, by the write: no checkpoint needed
         self._sql("write_delta", delta_table=delta, batch=batch)
+        self.phase("mv:delta-written")
         self._sql("publish", batch=batch)
-        if self.crash_after == "write":
-            raise Crash("crash after the write, before the commit")
+        self.phase("mv:published")
         state.delta_rows += outcome.affected
         self._commit(batch, ranges, state, outcome.affected, changed)
         compact = getattr(self.kind, "compact_threshold", 0.1)
@@ -429,6 +455,7 @@ class _Refresh:
                 continue  # no position moved, or a dictionary with the fingerprint of its last snapshot
             if diffed(info):
                 self._sql(f"snapshot:{input_id}", batch=batch)
+                self.phase("mv:snapshot-written")
             frames[input_id] = self._sql(f"changes:{input_id}", **self._position_args(input_id, last, nxt))
         if not frames:
             return changed
@@ -447,6 +474,7 @@ class _Refresh:
             own = [F.col(f"{_TAG}{n}_{j}").alias(c) for j, c in enumerate(frame.columns)]
             mine = _small(keys.where(F.col(_TAG) == n).select(*own), changed[input_id])
             self._view(f"changed_{self.plan.inputs[input_id].slug}", mine)
+        self.phase("mv:changed-keys")
         return changed
 
     def _affected(self, changed: dict[str, int]) -> int:
@@ -488,10 +516,14 @@ class _Refresh:
         self._spark_sql(f"DROP TABLE IF EXISTS {delta}")
         self._sql("compact", base_table=base)
         self._sql("create_delta", base_table=base, delta_table=delta)
+        self.phase("mv:compaction-written")
         self._mark_swapping(state, slot)
+        self.phase("mv:compaction-marked")
         self._swap(slot)
+        self.phase("mv:compaction-swapped")
         state.slot, state.base_rows, state.delta_rows = slot, self.spark.table(base).count(), 0
         self.store.set_state(self.leases[self.plan.topic()], state.dump(), self.now())
+        self.phase("mv:compacted")
         self.echo(f"{self.plan.name}: compacted into slot {slot} ({state.base_rows:,} rows)")
 
     # -- commit --------------------------------------------------------------------------
@@ -503,13 +535,16 @@ class _Refresh:
             commits.append(Commit(self.leases[self.plan.topic(input_id)], nxt if nxt is not None else (),
                                   changed.get(input_id, 0), fingerprints.get(input_id, ""), now))
         self.store.commit_many(commits)
+        self.phase("mv:committed")
         self.store.log_step(StepLogRow(self.plan.topic(), now, affected, last=(batch - 1,), next=(batch,),
                                        consumer=self.holder))
+        self.phase("mv:step-logged")
         for input_id, info in self.plan.inputs.items():
             stale = self._stale_snapshots(batch, *ranges[input_id]) if diffed(info) else []
             if stale:
                 partitions = ", ".join(f"PARTITION ({BATCH} = {n})" for n in stale)
                 self._spark_sql(f"ALTER TABLE {self.plan.table_name(f'snap_{info.slug}')} DROP IF EXISTS {partitions}")
+        self.phase("mv:snapshots-dropped")
 
     def _stale_snapshots(self, batch: int, last: tuple | None, nxt: tuple) -> list[int]:
         """Snapshot partitions of a diffed input no later batch reads: the one it was diffed

@@ -17,7 +17,8 @@ from typing import Any, Callable, Mapping
 
 import jinja2
 
-from .errors import CompileError, Problem
+from .errors import CompileError, Problem, ProjectError
+from .files import MAX_MODEL_BYTES, over_limit, read_text
 from .project import Project, env_var
 
 
@@ -56,7 +57,7 @@ class Renderer:
     def __init__(self, project: Project, bytecode_cache: jinja2.BytecodeCache | None = None):
         self.project = project
         self.env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(str(project.root)),
+            loader=_ProjectLoader(project.root),
             undefined=jinja2.StrictUndefined,
             keep_trailing_newline=False,
             autoescape=False,
@@ -147,6 +148,9 @@ class Renderer:
             raise _template_error(exc, template.name, self.project.root) from exc
         finally:
             result, self._current, self._model = self._current, None, None
+        if len(result.sql) > MAX_MODEL_BYTES:  # a Jinja loop can make a small file a huge SELECT
+            raise CompileError(Problem(f"the model renders to SQL of {over_limit(len(result.sql))}", template.name, 1,
+                                       hint="split the model, or move generated data into a source table", code="too-large"))
         return result
 
     def _load_macros(self) -> dict[str, Any]:
@@ -175,6 +179,25 @@ class Renderer:
             raise CompileError(problems)
         self.env.globals.update(macros)
         return macros
+
+
+class _ProjectLoader(jinja2.BaseLoader):
+    """Templates by project-relative path, read with ``files.read_text``: not UTF-8 or too large
+    is an error naming the file, and a byte-order mark does not shift line and column numbers."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Callable[[], bool]]:
+        path = self.root / template
+        if not path.is_file():
+            raise jinja2.TemplateNotFound(template)
+        try:
+            text = read_text(path, template, MAX_MODEL_BYTES)
+        except ProjectError as exc:
+            raise CompileError(exc.problems) from exc
+        mtime = path.stat().st_mtime
+        return text, str(path), lambda: path.is_file() and path.stat().st_mtime == mtime
 
 
 class _This:

@@ -18,7 +18,7 @@ from typing import Iterable
 
 import networkx as nx
 
-from .errors import Problem, SelectionError
+from .errors import Problem, SelectionError, did_you_mean
 from .graph import is_model, node_name
 from .kinds import KINDS
 
@@ -59,6 +59,14 @@ def parse_criterion(text: str) -> Criterion:
                 "separate with spaces (union) or commas (intersection)",
                 code="bad-selection",
             )
+        )
+    depth = match.group("value")
+    if depth.isdigit() and (match.group("up") or match.group("down")) and not match.group("method"):
+        # '3+': model names never start with a digit
+        raise SelectionError(
+            Problem(f"'{text}' has a depth ({depth}) but no model name", code="bad-selection",
+                    hint=f"write the depth next to a model: '{depth}+name' (its ancestors up to {depth} levels) "
+                    f"or 'name+{depth}' (its descendants)")
         )
     return Criterion(
         method=match.group("method") or "name",
@@ -145,12 +153,8 @@ def _match(graph: nx.DiGraph, criterion: Criterion) -> set[str]:
         found = {n for n in graph if is_model(n) and fnmatch.fnmatchcase(node_name(n), value)}
         if not found and not any(ch in value for ch in "*?["):
             names = [node_name(n) for n in graph if is_model(n)]
-            close = difflib.get_close_matches(value, names, n=1)
-            raise SelectionError(
-                Problem(f"no model named '{value}'",
-                        hint=f"did you mean '{close[0]}'?" if close else "run 'mvflow ls' to see the models",
-                        code="unknown-selection")
-            )
+            raise SelectionError(Problem(f"no model named '{value}'", code="unknown-selection",
+                                         hint=did_you_mean(value, names) or "run 'mvflow ls' to see the models"))
         return found
     if method == "tag":
         return {n for n in graph if value in data[n].get("tags", ())}

@@ -17,6 +17,8 @@ _SOURCE_KEYS = {
 }
 _CHANGES_KEYS = {"table", "position"}
 _COLUMN_KEYS = {"name", "type", "description", "tests", "tags"}
+#: A name mvflow can write into SQL unquoted (it does not quote the names it generates).
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)?\s*$")
 _UNITS = {None: 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -109,6 +111,8 @@ def load_sources(project: Project) -> dict[str, Source]:
     """All sources of the project by id (``database.name``); every problem is reported at once."""
     problems: list[Problem] = []
     sources: dict[str, Source] = {}
+    invalid: set[str] = set()
+    declared: dict[str, Source] = {}
     for path in project.files("lineage", (".yml", ".yaml")):
         display = project.relative(path)
         data = load_yaml(path, display)
@@ -122,12 +126,15 @@ def load_sources(project: Project) -> dict[str, Source]:
         for raw in data["sources"]:
             source = _source(raw, display, data.line_of("sources"), problems)
             if source is None:
+                if isinstance(raw, LineDict):  # declared, with problems already reported
+                    invalid.add(f"{raw.get('database')}.{raw.get('name')}")
                 continue
-            if source.id in sources:
-                first = sources[source.id]
+            first = declared.setdefault(source.id.lower(), source)  # Spark table names ignore case
+            if first is not source:
+                spelled = "" if first.id == source.id else f" as {first.id}"
                 problems.append(
                     Problem(
-                        f"source {source.id} is declared twice (first at {first.path}:{first.line})",
+                        f"source {source.id} is declared twice (first at {first.path}:{first.line}{spelled})",
                         display, source.line, hint="keep one declaration", code="duplicate-source",
                     )
                 )
@@ -135,7 +142,8 @@ def load_sources(project: Project) -> dict[str, Source]:
             sources[source.id] = source
     for source in sources.values():
         for dep in source.depends_on:
-            if dep not in sources and "." in dep and dep.split(".")[0] in {s.database for s in sources.values()}:
+            known = dep in sources or dep in invalid
+            if not known and "." in dep and dep.split(".")[0] in {s.database for s in sources.values()}:
                 problems.append(
                     Problem(f"source {source.id} depends on unknown source {dep}", source.path, source.line,
                             hint="depends_on lists sources as database.name, or model names", code="unknown-source")
@@ -203,7 +211,10 @@ def _source(raw: Any, display: str, list_line: int, problems: list[Problem]) -> 
     if depends_on is None:
         problems.append(Problem(f"{what}: depends_on must be a list of names", display, raw.line_of("depends_on"),
                                 hint="e.g. 'depends_on: [stage.offers]'", code="bad-value"))
+    problems += _name_problems(raw, display, what)
     columns = _columns(raw.get("columns") or [], display, raw.line_of("columns"), what, problems)
+    if columns:
+        problems += _undeclared_columns(raw, {c.name.lower() for c in columns}, display, what)
     if len(problems) > before:
         return None
     return Source(
@@ -229,12 +240,52 @@ def _columns(raw: Any, display: str, line: int, what: str, problems: list[Proble
     if not isinstance(raw, list):
         problems.append(Problem(f"{what}: columns must be a list", display, line, hint=hint, code="bad-value"))
         return ()
-    columns = []
+    columns: dict[str, Column] = {}  # by lower-cased name: Spark column names ignore case
     for item in raw:
         if not isinstance(item, LineDict) or "name" not in item:
             problems.append(Problem(f"{what}: each column needs a name, found {item!r}", display,
                                     getattr(item, "line", line), hint=hint, code="bad-value"))
             continue
         problems += check_keys(item, _COLUMN_KEYS, display, f"{what} column")
-        columns.append(Column(str(item["name"]), item.get("type"), str(item.get("description", "")).strip()))
-    return tuple(columns)
+        column = Column(str(item["name"]), item.get("type"), str(item.get("description", "")).strip())
+        problems += _bad_names((column.name,), display, item.line, f"{what}: column")
+        first = columns.setdefault(column.name.lower(), column)
+        if first is not column:
+            types = f" ({first.type} and {column.type})" if first.type != column.type else ""
+            problems.append(Problem(f"{what}: column '{column.name}' is declared twice{types}", display, item.line,
+                                    hint="keep one declaration (Spark column names ignore case)", code="duplicate-column"))
+    return tuple(columns.values())
+
+
+def _name_problems(raw: LineDict, display: str, what: str) -> list[Problem]:
+    """Table and column names that would need quoting in SQL (a space, a hyphen, a backtick)."""
+    problems = []
+    for key in ("database", "name", "primary_key", "position", "deleted"):
+        problems += _bad_names(_names(raw.get(key)) or (), display, raw.line_of(key), f"{what}: {key}")
+    feed = raw.get("changes")
+    if isinstance(feed, LineDict):
+        table = tuple(str(feed["table"]).split(".", 1)) if feed.get("table") else ()
+        problems += _bad_names(table, display, feed.line_of("table"), f"{what}: changes table")
+        position = _names(feed.get("position")) or ()
+        problems += _bad_names(position, display, feed.line_of("position"), f"{what}: changes position")
+    return problems
+
+
+def _bad_names(names: tuple[str, ...], display: str, line: int, what: str) -> list[Problem]:
+    return [Problem(f"{what} '{name}' is not a plain name", display, line, code="bad-name",
+                    hint="use letters, digits and _ only (mvflow writes names into SQL unquoted): rename the table or "
+                         "column, or read it through a view that renames it")
+            for name in names if not IDENTIFIER.fullmatch(name)]
+
+
+def _undeclared_columns(raw: LineDict, declared: set[str], display: str, what: str) -> list[Problem]:
+    """Key, position and soft-delete columns that are not among the source's declared columns."""
+    problems = []
+    for key in ("primary_key", "position", "deleted"):
+        missing = [name for name in _names(raw.get(key)) or () if name.lower() not in declared]
+        if missing:
+            problems.append(Problem(f"{what}: {key} column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                                    f"{'are' if len(missing) > 1 else 'is'} not among its declared columns", display,
+                                    raw.line_of(key), hint="fix the name, or declare the column under 'columns:'",
+                                    code="unknown-column"))
+    return problems

@@ -87,6 +87,30 @@ class Commit:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """A process's exclusive hold on something wider than a topic (e.g. ``target:local``):
+    who (``host:pid:random``), running which command, since when, until when unless renewed."""
+
+    name: str
+    holder: str
+    command: str
+    since: datetime
+    expires_at: datetime
+
+    def describe(self, now: datetime) -> str:
+        """
+        >>> t = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+        >>> Claim("target:local", "h1:42:ab", "mvflow run", t, t).describe(t + timedelta(seconds=75))
+        '`mvflow run` (pid 42 on host h1, since 12:00:00 UTC, 1 min ago)'
+        """
+        host, _, rest = self.holder.partition(":")
+        pid = rest.split(":", 1)[0]
+        ago = int((now - self.since).total_seconds())
+        return (f"`{self.command}` (pid {pid} on host {host}, since {self.since.astimezone(timezone.utc):%H:%M:%S} UTC, "
+                f"{f'{ago // 60} min' if ago >= 60 else f'{ago}s'} ago)")
+
+
+@dataclass(frozen=True)
 class StepLogRow:
     """One step: what it covered, what it wrote, how late it was."""
 
@@ -115,6 +139,16 @@ class LeaseHeld(RunError):
             code="lease-held",
         ))
         self.topic, self.holder, self.expires_at = topic, holder, expires_at
+
+
+class ClaimHeld(RunError):
+    """Another live process holds the claim."""
+
+    exit_code = 1
+
+    def __init__(self, claim: Claim, now: datetime, what: str, hint: str):
+        super().__init__(Problem(f"{what} is in use by {claim.describe(now)}", hint=hint, code="lease-held"))
+        self.claim = claim
 
 
 class FencingError(RunError):
@@ -188,6 +222,24 @@ class StateStore(ABC):
     def steps(self, topic: str, limit: int = 20) -> list[StepLogRow]:
         """The topic's latest step log rows, newest first."""
 
+    @abstractmethod
+    def claim(self, name: str, holder: str, command: str, ttl_seconds: float, now: datetime) -> Claim:
+        """Take ``name`` for ``holder``; the live claim of another holder is returned unchanged
+        instead (the caller tells who holds it). A holder that is a dead process of this host
+        (``holder_is_gone``) or whose claim expired is taken over."""
+
+    @abstractmethod
+    def renew_claim(self, claim: Claim, ttl_seconds: float, now: datetime) -> Claim | None:
+        """Extend a claim still held by its holder (None: it was taken over)."""
+
+    @abstractmethod
+    def release_claim(self, claim: Claim) -> None:
+        """Give the claim up; a no-op if another holder took it over."""
+
+    @abstractmethod
+    def claims(self) -> list[Claim]:
+        """Every recorded claim, live or not, sorted by name."""
+
 
 def open_state_store(settings: StateSettings) -> StateStore:
     """The state store a target names (only ``sqlite`` so far)."""
@@ -259,6 +311,7 @@ class SqliteStateStore(StateStore):
         self.path = Path(path)
         self.offsets_table, self.step_log_table = offsets_table, step_log_table
         self.watch_table = f"{offsets_table}_watch"  # named after the offsets: stores sharing a file stay apart
+        self.claims_table = f"{offsets_table}_claims"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._write() as db:
             db.execute(f"""CREATE TABLE IF NOT EXISTS {offsets_table} (
@@ -271,6 +324,8 @@ class SqliteStateStore(StateStore):
                 query_id TEXT NOT NULL, seconds REAL NOT NULL, consumer TEXT NOT NULL)""")
             db.execute(f"CREATE INDEX IF NOT EXISTS {step_log_table}_topic ON {step_log_table} (topic, id)")
             db.execute(f"CREATE TABLE IF NOT EXISTS {self.watch_table} (topic TEXT PRIMARY KEY, watch TEXT NOT NULL)")
+            db.execute(f"""CREATE TABLE IF NOT EXISTS {self.claims_table} (name TEXT PRIMARY KEY, holder TEXT NOT NULL,
+                command TEXT NOT NULL, since TEXT NOT NULL, expires TEXT NOT NULL)""")
 
     # -- connections ---------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -392,6 +447,35 @@ class SqliteStateStore(StateStore):
                  json.dumps(row.nulls, sort_keys=True), row.query_id, row.seconds, row.consumer),
             )
 
+    # -- claims --------------------------------------------------------------------------
+    def claim(self, name: str, holder: str, command: str, ttl_seconds: float, now: datetime) -> Claim:
+        with self._write() as db:
+            row = db.execute(f"SELECT * FROM {self.claims_table} WHERE name = ?", (name,)).fetchone()
+            if row is not None:
+                current = _claim(row)
+                if current.holder != holder and current.expires_at > now and not holder_is_gone(current.holder):
+                    return current
+            mine = Claim(name, holder, command, now, now + timedelta(seconds=ttl_seconds))
+            db.execute(f"INSERT INTO {self.claims_table} (name, holder, command, since, expires) VALUES (?, ?, ?, ?, ?) "
+                       "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, command = excluded.command, "
+                       "since = excluded.since, expires = excluded.expires",
+                       (name, holder, command, _time(mine.since), _time(mine.expires_at)))
+            return mine
+
+    def renew_claim(self, claim: Claim, ttl_seconds: float, now: datetime) -> Claim | None:
+        renewed = Claim(claim.name, claim.holder, claim.command, claim.since, now + timedelta(seconds=ttl_seconds))
+        with self._write() as db:
+            done = db.execute(f"UPDATE {self.claims_table} SET expires = ? WHERE name = ? AND holder = ?",
+                              (_time(renewed.expires_at), claim.name, claim.holder)).rowcount
+        return renewed if done else None
+
+    def release_claim(self, claim: Claim) -> None:
+        with self._write() as db:
+            db.execute(f"DELETE FROM {self.claims_table} WHERE name = ? AND holder = ?", (claim.name, claim.holder))
+
+    def claims(self) -> list[Claim]:
+        return [_claim(r) for r in self._read(f"SELECT * FROM {self.claims_table} ORDER BY name")]
+
     def _check(self, db: sqlite3.Connection, lease: Lease) -> None:
         row = db.execute(f"SELECT fence, hostid FROM {self.offsets_table} WHERE topic = ?", (lease.topic,)).fetchone()
         if row is None or row["fence"] != lease.token or row["hostid"] != lease.holder:
@@ -416,6 +500,10 @@ def _offset(row: sqlite3.Row) -> Offset:
         run=_parse_time(row["run"]), consumer=row["consumer"], state=row["state"], hostid=row["hostid"],
         lease_expires=_parse_time(row["lease_expires"]), fence=row["fence"],
     )
+
+
+def _claim(row: sqlite3.Row) -> Claim:
+    return Claim(row["name"], row["holder"], row["command"], _parse_time(row["since"]), _parse_time(row["expires"]))
 
 
 def _step(row: sqlite3.Row) -> StepLogRow:

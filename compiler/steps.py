@@ -13,8 +13,8 @@ For one fact (its topic is the model's name):
 5. repeat until caught up or ``max_steps``, then release the lease.
 
 The queries come from ``fact.py`` (pure); this module binds their markers and runs them.
-``checkpoint`` is called at named points of a step (``planned``, ``next-written``,
-``writing``, ``written``, ``committed``) so tests can kill the process exactly there.
+``phase`` is called at the named points of a step (``compiler.phases.FACT_PHASES``) so tests
+can crash or kill the process exactly there.
 """
 
 from __future__ import annotations
@@ -29,9 +29,11 @@ from typing import TYPE_CHECKING, Callable
 from . import watch
 from .compile import Manifest, Model
 from .errors import MvflowError, Problem, RunError
+from .phases import PhaseHook, no_phase
 from .fact import STEP_COLUMN, FactPlan, fact, stats_query, step_id
 from .run import Result, _spark_message
 from .state import Lease, Offset, StateStore, StepLogRow, default_holder
+from .status import duration as _duration
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -51,7 +53,7 @@ class StepOptions:
     lease_ttl_seconds: float = 600.0
     holder: str = field(default_factory=default_holder)
     clock: Callable[[], datetime] = utc_now
-    checkpoint: Callable[[str], None] = lambda point: None
+    phase: PhaseHook = no_phase
 
 
 @dataclass(frozen=True)
@@ -106,17 +108,6 @@ def waiting_reason(gate_: Gate, first_pending: datetime | None, delay_seconds: i
     if gate_.limit == "delay":
         return f"waiting for the delay of {delay_seconds}s: the oldest new row is {behind} younger than now - delay"
     return f"waiting for {gate_.limit}, {behind} behind (caught up to {gate_.upto:%Y-%m-%d %H:%M:%S})"
-
-
-def _duration(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60} min"
-    if seconds < 172800:
-        return f"{seconds // 3600} h"
-    return f"{seconds // 86400} days"
 
 
 def fact_runner(store: StateStore, options: StepOptions, echo: Callable[[str], None] = print):
@@ -208,7 +199,7 @@ class _Stepper:
 
     def step(self, offset: Offset) -> bool:
         """One step; False when there is nothing (more) to do."""
-        plan, clock, checkpoint = self.plan, self.options.clock, self.options.checkpoint
+        plan, clock, phase = self.plan, self.options.clock, self.options.phase
         began = time.monotonic()
         now = clock()
         last = offset.last
@@ -221,10 +212,10 @@ class _Stepper:
                 return False
             next_, first = planned
             redo = False
-        checkpoint("planned")
+        phase("fact:planned")
         if not redo:
             self.store.set_next(self.lease, next_, clock())
-        checkpoint("next-written")
+        phase("fact:next-written")
         step = step_id(next_)
         params = {**bind_range(plan, last, next_), "step": step}
         group = f"mvflow:{plan.topic}:{step}:{uuid.uuid4().hex[:8]}"
@@ -238,18 +229,18 @@ class _Stepper:
             self.table_ready = True
             for hook in plan.before:
                 self.sql(hook, params)
-            checkpoint("writing")
+            phase("fact:writing")
             stats = self.write(params)
             for hook in plan.after:
                 self.sql(hook, params)
-            checkpoint("written")
+            phase("fact:written")
             if stats is None or plan.after:  # after hooks may change the partition: count what they left
                 stats = self.stats(step)
         finally:
             self.spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
         rows, nulls = stats
         self.store.commit(self.lease, next_, rows, "ok", clock())
-        checkpoint("committed")
+        phase("fact:committed")
         self.steps += 1
         self.result.rows = (self.result.rows or 0) + rows
         lag = (_naive(now) - _time_of(first or next_)).total_seconds() if _time_of(first or next_) else None
@@ -257,6 +248,7 @@ class _Stepper:
             plan.topic, now, rows, last=last, next=next_, min_pos=first, max_pos=next_, max_lag_seconds=lag,
             nulls={k: int(v) for k, v in nulls.items() if v}, query_id=group,
             seconds=round(time.monotonic() - began, 3), consumer=self.lease.holder))
+        phase("fact:step-logged")
         self.echo(f"  {plan.topic}: step {self.steps}{' (redo)' if redo else ''} ({_show(last)}, {_show(next_)}] "
                   f"{rows:,} rows in {time.monotonic() - began:.1f}s")
         self.result.message = f"{self.steps} step(s)"
@@ -439,26 +431,3 @@ def _time_of(position) -> datetime | None:
 def _show(position) -> str:
     return "start" if position is None else ", ".join(str(v) for v in position)
 
-
-# -- mvflow status -----------------------------------------------------------------------------
-def status_lines(offsets: list[Offset], now: datetime, topics: set[str] | None = None) -> list[str]:
-    """One aligned line per topic: last/next, natural-time lag, rows of the last step, holder, state.
-
-    >>> from compiler.state import Offset
-    >>> o = Offset("orders", last=("2026-01-01 11:00:00", 5), next=("2026-01-01 11:00:00", 5), rows=3,
-    ...            state="waiting for stage.payments, 12 min behind")
-    >>> print("\\n".join(status_lines([o], datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc))))
-    topic   last                    next (in flight)  lag     rows  holder  state
-    orders  2026-01-01 11:00:00, 5  -                 60 min  3     -       waiting for stage.payments, 12 min behind
-    """
-    table = [["topic", "last", "next (in flight)", "lag", "rows", "holder", "state"]]
-    for o in offsets:
-        if topics is not None and o.topic.split(":")[0] not in topics:
-            continue
-        when = _time_of(o.last)
-        lag = _duration((_naive(now) - when).total_seconds()) if when else "-"
-        holder = f"{o.hostid} (until {o.lease_expires:%H:%M:%S})" if o.held_at(now) else "-"
-        table.append([o.topic, _show(o.last) if o.last else "-", _show(o.next) if o.in_flight else "-", lag,
-                      str(o.rows), holder, o.state or "-"])
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
-    return ["  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[-1]]) for row in table]

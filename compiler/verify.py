@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .state import StateStore
 
 SAMPLES = 5
+TOLERATED = " — not a failure: a joined input changed after their step, and a fact keeps what its step saw"
 _FOUND = "_mvflow_found"
 
 
@@ -56,18 +57,22 @@ class Verdict:
         return not self.skipped and not (self.missing or self.extra or different or self.duplicate)
 
     def format(self) -> str:
+        """The verdict as ``mvflow verify`` prints it: a tolerated difference says why on its own line.
+
+        >>> print(Verdict("f", "m.f", ("id",), 9, 9, different=2, samples={"different": ["1", "4"]},
+        ...               tolerate_different=True).format())
+        OK    f (m.f): 9 rows, expected 9
+              different: 2 (keys 1, 4) — not a failure: a joined input changed after their step, and a fact keeps what its step saw
+        """
         if self.skipped:
             return f"SKIP  {self.name}: {self.skipped}"
         head = f"{'OK   ' if self.ok else 'FAIL '} {self.name} ({self.relation}): {self.actual:,} rows, expected {self.expected:,}"
-        if self.ok and not self.different:
-            return head
         lines = [head]
         for what in ("missing", "extra", "different", "duplicate"):
             count = getattr(self, what)
             if count:
-                lines.append(f"      {what}: {count:,} (keys {', '.join(self.samples.get(what, []))})")
-        if self.ok and self.different:
-            lines.append(f"      {self.different:,} rows differ from today's inputs (kept as seen when their step ran)")
+                why = TOLERATED if what == "different" and self.tolerate_different else ""
+                lines.append(f"      {what}: {count:,} (keys {', '.join(self.samples.get(what, []))}){why}")
         return "\n".join(lines)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from .errors import Problem, ProjectError, snippet
+from .files import read_text
 
 
 class LineDict(dict):
@@ -46,12 +47,8 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 
 
 def load_yaml(path: Path, display: str) -> Any:
-    """Parse a YAML file; syntax errors become a ProjectError naming file and line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ProjectError(Problem(f"cannot read file: {exc.strerror}", display, code="io")) from exc
-    return load_yaml_text(text, display)
+    """Parse a YAML file; syntax errors and bytes that are not UTF-8 become a ProjectError naming file and line."""
+    return load_yaml_text(read_text(path, display), display)
 
 
 def load_yaml_text(text: str, display: str) -> Any:

@@ -4,11 +4,12 @@ No browser here (see test_docs_browser.py) and no Spark."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import re
 import shutil
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from click.testing import CliRunner
 
 from compiler.artifacts import write_artifacts
 from compiler.cli import cli
+from compiler import status
 from compiler.compile import compile_project
 from compiler.docs import generate_docs, site_data, site_files
 from compiler.docs.layout import layout
@@ -75,7 +77,8 @@ def _data(files: dict[str, bytes]) -> dict:
 
 
 def test_site_content(make_project):
-    files = _generate(make_project(FILES))
+    root = make_project(FILES)
+    files = _generate(root)
     assert sorted(files) == ["app.js", "data.js", "index.html", "style.css"]
     data = _data(files)
     assert data["edges"] == [["model.stg", "model.totals"], ["source.raw.orders", "model.stg"], ["source.raw.rates", "model.totals"]]
@@ -89,6 +92,11 @@ def test_site_content(make_project):
     assert [f["title"] for f in totals["run_files"]] == ["run script"]
     assert "CREATE TABLE IDENTIFIER(:build_table)" in totals["run_files"][0]["sql"]
     assert data["state"]["available"] is False
+    # Column types as lineage.json has them (checked against Spark in test_lineage.py), spelled as Spark does.
+    lineage_json = json.loads((root / "target" / "lineage.json").read_text())["models"]
+    assert data["models"]["stg"]["lineage"]["types"] == lineage_json["stg"]["types"] == {
+        "amount": "decimal(10,2)", "id": "bigint", "ts": "timestamp"}
+    assert totals["lineage"]["types"] == {"amount_eur": None, "id": "bigint"}  # decimal × double: not guessed
 
 
 def test_generation_is_deterministic_and_location_independent(make_project, tmp_path):
@@ -137,7 +145,7 @@ def test_derived_statements_and_state_are_shown(make_project):
     lease = store.acquire("totals", "host:1", 60, now)
     store.commit(lease, ("2024-05-01T11:00:00",), 42, "waiting for raw.orders", now)
     store.log_step(state.StepLogRow(topic="totals", ts=now, rows=42, next=("2024-05-01T11:00:00",), max_lag_seconds=90.0))
-    data = _data({p.name: p.read_bytes() for p in generate_docs(manifest).parent.iterdir()})
+    data = _data({p.name: p.read_bytes() for p in generate_docs(manifest, now=now + timedelta(days=2)).parent.iterdir()})
     totals = data["models"]["totals"]
     assert [f["title"] for f in totals["run_files"]] == ["run script", "key query rates"]
     assert totals["run_files"][1]["path"] == "run/marts/totals/key_query_rates.sql"
@@ -145,6 +153,12 @@ def test_derived_statements_and_state_are_shown(make_project):
     assert data["state"]["available"] and data["state"]["path"] == ".mvflow/local/state.sqlite"
     topic = totals["state"]["topics"][0]
     assert (topic["topic"], topic["rows"], topic["state"], topic["lag_seconds"]) == ("totals", 42, "waiting for raw.orders", 90.0)
+    # In the words and positions of `mvflow status`, from the same functions (compiler/status.py).
+    shown = status.topic_statuses(store.offsets(), now + timedelta(days=2))[0]
+    assert topic["shown"] == {**dataclasses.asdict(shown), "run": "2024-05-01 12:00:00"}
+    assert (shown.last, shown.age, shown.state) == ("2024-05-01 11:00:00", "2 days", "waiting for raw.orders")
+    assert topic["steps"][0]["shown"] == {"ts": "2024-05-01 12:00:00", "range": "(start, 2024-05-01 11:00:00]", "lag": "90s"}
+    assert data["state"]["columns"][3] == ["behind source", "behind"] and data["state"]["as_of"] == "2024-05-03 12:00:00"
     assert data["models"]["stg"]["state"] is None
 
 

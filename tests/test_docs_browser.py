@@ -196,3 +196,40 @@ def test_site_opens_from_file_url(browser, site):
     expect(page.locator("main h1")).to_have_text(re.compile(r"^raw\.rates"))
     assert page.locator("table.columns tr", has_text="currency").locator("a.ref", has_text="totals").count() == 1
     page.close()
+
+
+def test_state_page_shows_what_status_prints(browser, tmp_path):
+    from datetime import datetime, timezone
+
+    from compiler.artifacts import write_artifacts
+    from compiler.compile import compile_project
+    from compiler.docs import generate_docs
+    from compiler.project import load_project
+    from compiler.refresh import MvState
+    from compiler.state import open_state_store
+    from compiler.status import COLUMNS, topic_statuses
+
+    root = write_project(tmp_path, FILES)
+    manifest = compile_project(load_project(root))
+    write_artifacts(manifest)
+    store = open_state_store(manifest.project.target(None).state)
+    now = datetime(2024, 5, 3, 12, 0, tzinfo=timezone.utc)
+    # topics as the MV runner leaves them: the MV's batch and JSON state, a dictionary, a position input
+    for topic, last, state in (("totals", (3,), MvState("a", 10_000, 120, "e7").dump()),
+                               ("totals:raw.rates", (2,), '{"fingerprint": "1:2:3"}'),
+                               ("totals:raw.orders", ("2024-05-01T11:00:00",), "")):
+        lease = store.acquire(topic, "host:1", 60, now)
+        store.commit(lease, last, 5, state, now)
+        store.release(lease)
+    page = browser.new_page()
+    page.goto(generate_docs(manifest, now=now).as_uri() + "#/state")
+    table = page.locator("main table.status")
+    expect(table).to_be_visible()
+    headers = table.locator("th").evaluate_all("cells => cells.map(c => c.textContent)")
+    cells = table.locator("tbody tr").evaluate_all("rows => rows.map(r => Array.from(r.cells, c => c.textContent))")
+    assert headers == [title for title, _ in COLUMNS]
+    assert cells == [[getattr(s, field) for _, field in COLUMNS] for s in topic_statuses(store.offsets(), now)]
+    state = {row[0]: row[7] for row in cells}
+    assert state["totals"] == "slot a, 10,000 rows + 120 in delta" and state["totals:raw.rates"] == "snapshot of batch 2"
+    assert "{" not in page.locator("main").inner_text()
+    page.close()

@@ -11,6 +11,7 @@ import pytest
 
 from compiler.cli import main
 from compiler.errors import CompileError, MvflowError, Problem, ProblemList, ProjectError, snippet
+from compiler.files import MAX_MODEL_BYTES
 
 BROKEN = Path(__file__).parent / "broken"
 CASES = sorted(p for p in BROKEN.iterdir() if p.is_dir())
@@ -113,3 +114,65 @@ def test_snippet_at_first_and_last_line():
 def test_error_message_joins_all_problems():
     error = MvflowError([Problem("one", "a.sql", 1), Problem("two", "b.sql", 2)])
     assert str(error) == "a.sql:1: [error] one\nb.sql:2: [error] two"
+
+
+@pytest.mark.parametrize("body", [
+    "-- " + "x" * MAX_MODEL_BYTES + "\nselect 1 as x\n",  # the file itself
+    "select {% for i in range(80000) %}{{ i }} as c{{ i }}, {% endfor %}1 as x\n",  # what it renders to
+], ids=["file", "rendered"])
+def test_a_huge_model_is_rejected_quickly(body: str, tmp_path: Path, capsys):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "project.yml").write_text("name: big\n")
+    (tmp_path / "models" / "big.sql").write_text(body)
+
+    code, err = _run(tmp_path, ["compile"], capsys)
+
+    assert code == 2 and "Traceback" not in err
+    assert re.search(r"^error: models/big\.sql:1: \[too-large\] the (file is|model renders to SQL of) 1,\d{3},\d{3} bytes, "
+                     r"over the limit of 1,048,576 \(1 MB\) — split the model", err), err
+    assert not (tmp_path / "target").exists()
+
+
+def test_project_dir_and_debug_after_the_command(tmp_path: Path, capsys):
+    project = shutil.copytree(BROKEN / "unknown_ref", tmp_path / "p")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compile", "--project-dir", str(project)])
+    assert exit_info.value.code == 2 and "models/a.sql:2: [unknown-ref]" in capsys.readouterr().err
+    with pytest.raises(CompileError):
+        main(["compile", "--project-dir", str(project), "--debug"])
+    (project / "models" / "a.sql").write_text("select 1 as x")
+    main(["ls", f"--project-dir={project}"])
+    assert capsys.readouterr().out.split() == ["a", "stg_shops"]
+
+
+@pytest.mark.parametrize("model, expected", [
+    ("offers_wid", "error: [unknown-model] no model named 'offers_wid' — did you mean 'offers_wide'?"),
+    ("nosuch", "error: [unknown-model] no model named 'nosuch' — mv models here: offers_wide"),
+    ("stg_shops", "error: models/staging/stg_shops.sql:1: [not-an-mv] 'stg_shops' is a view model: explain shows what "
+                  "mvflow derives for an mv — mv models here: offers_wide"),
+])
+def test_explain_says_what_is_wrong_with_the_model(model: str, expected: str, make_project, capsys):
+    project = make_project({
+        "lineage/stage.yml": "sources:\n  - {name: offers, database: stage, primary_key: [offer_id], position: [ts]}\n",
+        "models/staging/stg_shops.sql": "select 1 as shop_id",
+        "models/offers_wide.sql": "{{ config(materialized='mv') }}\nselect o.offer_id from {{ source('stage', 'offers') }} o",
+    })
+    code, err = _run(project, ["explain", model], capsys)
+    assert code == 2 and err.strip() == expected
+    assert not (project / "target").exists()
+
+
+def test_a_failed_compile_leaves_an_earlier_target_as_it_was(tmp_path: Path, capsys):
+    project = shutil.copytree(BROKEN / "fact_unsteppable", tmp_path / "p")
+    fact = project / "models" / "z_fact.sql"
+    broken = fact.read_text()
+    fact.write_text("select c.category_id from {{ ref('a_categories') }} as c")  # a view: compiles
+    main(["--project-dir", str(project), "compile"])
+    before = {p: p.read_bytes() for p in (project / "target").rglob("*") if p.is_file()}
+    assert project / "target" / "compiled" / "z_fact.sql" in before
+    fact.write_text(broken)
+
+    code, err = _run(project, ["compile"], capsys)
+
+    assert code == 2 and "[fact-source]" in err
+    assert {p: p.read_bytes() for p in (project / "target").rglob("*") if p.is_file()} == before

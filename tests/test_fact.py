@@ -15,7 +15,8 @@ from compiler.errors import CompileError
 from compiler.fact import STEP_COLUMN, fact
 from compiler.project import load_project
 from compiler.state import open_state_store
-from compiler.steps import StepOptions, run_fact, status_lines
+from compiler.status import status_lines
+from compiler.steps import StepOptions, run_fact
 
 T0 = datetime(2026, 1, 1, 0, 0, tzinfo=timezone.utc)
 
@@ -190,6 +191,9 @@ def test_verify_finds_lost_and_duplicated_rows_and_tolerates_changed_inputs(env)
     env.spark.sql(f"INSERT OVERWRITE TABLE {env.src}.dims VALUES (1, 'uno'), (2, 'two')")
     verdict = verify_model(env.spark, env.manifest, model, env.store)
     assert verdict.ok and verdict.different > 0, "a fact keeps what its inputs said when the step ran"
+    head, different = verdict.format().splitlines()  # the OK and the count of differences say why in one line
+    assert head.startswith("OK ") and different.startswith(f"      different: {verdict.different}")
+    assert different.endswith("not a failure: a joined input changed after their step, and a fact keeps what its step saw")
     step = env.spark.table(model.relation).select(STEP_COLUMN).first()[0]
     env.spark.sql(f"INSERT INTO {model.relation} SELECT id, ts, v2, name, '{step}' FROM {model.relation} WHERE id = 1")
     verdict = verify_model(env.spark, env.manifest, model, env.store)
@@ -236,19 +240,19 @@ def test_source_freshness_is_kept_for_the_run_and_asked_again_when_it_holds_step
     def after_first_commit(payment: str):
         done = []
 
-        def checkpoint(point: str) -> None:
-            if point == "committed" and not done:
+        def phase(point: str) -> None:
+            if point == "fact:committed" and not done:
                 done.append(point)
                 spark.sql(f"INSERT OVERWRITE TABLE {payments} VALUES (2, TIMESTAMP'{payment}')")
-        return checkpoint
+        return phase
 
     # payments move on during the step: the kept freshness stops the next step, so it is asked again
-    result = env.run(checkpoint=after_first_commit(_ts(60)))
+    result = env.run(phase=after_first_commit(_ts(60)))
     assert result.rows == 8 and "3 step(s)" in result.message and env.fact_rows() == env.oracle()
 
     # a freshness that went back (only a test can do that) is not seen before the next run
     env.add_events(9, 4, minutes=10)  # ts = T0+14m .. T0+16m
-    result = env.run(checkpoint=after_first_commit(_ts(15)))
+    result = env.run(phase=after_first_commit(_ts(15)))
     assert result.rows == 4 and "2 step(s)" in result.message
 
 
@@ -281,11 +285,11 @@ def test_stale_lease_is_taken_over_and_the_old_holder_cannot_commit(env):
 
     def stall(point: str) -> None:
         # runner A stalls after writing its step; its lease (60 s) expires, runner B takes over
-        if point == "written" and "b" not in outcome:
+        if point == "fact:written" and "b" not in outcome:
             env.now += timedelta(minutes=5)
             outcome["b"] = env.run(holder="runner-b")
 
-    result_a = env.run(holder="runner-a", checkpoint=stall)
+    result_a = env.run(holder="runner-a", phase=stall)
     assert outcome["b"].status == "success" and outcome["b"].rows == 5
     assert result_a.status == "error" and "[fenced]" in result_a.message and "taken over" in result_a.message
     assert env.fact_rows() == env.oracle() and len(env.fact_rows()) == 5

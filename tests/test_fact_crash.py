@@ -81,8 +81,8 @@ def _worker(project_dir: str, kill_at: str, setup: bool) -> None:
             time.sleep(0.01)
         pause()
 
-    def checkpoint(name: str) -> None:
-        if name != point:
+    def phase(name: str) -> None:
+        if name != f"fact:{point}":
             return
         seen["n"] += 1
         if seen["n"] == int(nth):
@@ -93,7 +93,7 @@ def _worker(project_dir: str, kill_at: str, setup: bool) -> None:
 
     store = open_state_store(project.target().state)
     model = manifest.models["ev"]
-    result = run_fact(spark, manifest, model, store, StepOptions(lease_ttl_seconds=1, checkpoint=checkpoint), print)
+    result = run_fact(spark, manifest, model, store, StepOptions(lease_ttl_seconds=1, phase=phase), print)
     last = store.get("ev").last
     fact_rows = [list(map(str, r)) for r in spark.table(model.relation).drop(STEP_COLUMN).collect()]
     oracle = [list(map(str, r)) for r in spark.sql(

@@ -81,7 +81,8 @@ def test_paths_through_several_models_joins_expressions_and_aliases(make_project
     assert result.models["named"].uses["model.base"] == ("double_price", "id", "shop_id")
     assert _edges(result.downstream(ColumnRef("source.stage.offers", "offer_id"))) == [
         "base.id copy", "named.id copy", "top.offer copy"]
-    assert result.models["named"].types == {"id": "bigint", "shop_name": "string", "region": None, "double_price": None}
+    # upper() is a string whatever it reads; decimal arithmetic is left unknown (see compiler/spark_types.py)
+    assert result.models["named"].types == {"id": "bigint", "shop_name": "string", "region": "string", "double_price": None}
 
 
 def test_star_is_expanded_where_the_schema_is_known(make_project):
@@ -150,6 +151,98 @@ def test_demo_project_lineage_in_manifest_and_lineage_json(tmp_path):
     assert enriched == [{"node": "source.stage.regions", "column": "name", "transform": "copy"}]
     entry = json.loads((tmp_path / "target" / "manifest.json").read_text())["models"]["shop_stats"]
     assert entry["lineage"]["columns"]["avg_price"][0]["transform"] == "aggregate"
+
+
+# -- column types: Spark is the oracle ---------------------------------------------------------
+TYPED = """
+sources:
+  - name: typed
+    database: stage
+    primary_key: [i]
+    dictionary: true
+    columns:
+      - {name: i, type: int}
+      - {name: b, type: bigint}
+      - {name: sm, type: smallint}
+      - {name: x, type: double}
+      - {name: f, type: float}
+      - {name: m, type: "decimal(12,2)"}
+      - {name: s, type: string}
+      - {name: ts, type: timestamp}
+      - {name: flag, type: boolean}
+"""
+TYPED_MODELS = {
+    "agg": """select count(*) as n, count(distinct i) as nd, sum(i) as si, sum(b) as sb, sum(sm) as ssm, sum(x) as sx,
+                     sum(m) as sm_, avg(i) as ai, avg(x) as ax, avg(m) as am, max(m) as mm, min(ts) as mt, max(s) as ms,
+                     sum(m * 2) as s2, round(avg(x), 2) as r
+              from {{ source('stage', 'typed') }}""",
+    "rows": """select i, x, m, s, ts, f, i + b as ib, i * 2 as i2, i / 2 as half, i % 3 as im, f + 1 as f1, x - i as xi,
+                      -i as neg, coalesce(i, 0) as ci, coalesce(m, 0) as cm, if(flag, x, 0) as ix,
+                      case when i > 0 then b else i end as cb, upper(s) as us, length(s) as ls, i = 1 as eq,
+                      concat(s, '-', i) as cs, substring(s, 1, 2) as ss, concat(array(i), array(b)) as ca,
+                      not flag as nf, 1.50 as lit, 'a' as ls2, 7 as seven, cast(m as double) as md, m * 2 as m2,
+                      m + m as mpm, abs(m) as absm, row_number() over (order by i) as rn,
+                      sum(x) over (partition by s) as wx, floor(x) as fl, date(ts) as d
+               from {{ source('stage', 'typed') }}""",
+    "over": """with t as (select i * 2 as y, m from {{ source('stage', 'typed') }})
+               select a.n + 1 as n1, a.am, r.ib, sum(t.y) over () as sy, t.m
+               from {{ ref('agg') }} as a cross join {{ ref('rows') }} as r cross join t""",
+}
+# Columns whose type mvflow must know (the rest may be unknown, never wrong).
+MUST_KNOW = {"n", "nd", "si", "sb", "ssm", "sx", "sm_", "ai", "ax", "am", "mm", "mt", "i", "x", "m", "ib", "half",
+             "ci", "ix", "cb", "us", "eq", "cs", "ss", "lit", "md", "rn", "wx", "n1", "sy"}
+
+
+def _spark_types(spark, manifest, database: str, sources: dict[str, list]) -> dict[str, dict[str, str]]:
+    """Every model built as a view in ``database`` over empty source tables: Spark's column types."""
+    from sqlglot import exp
+
+    from compiler.parse import pretty
+
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
+    moved = {}
+    for sid, columns in sources.items():
+        table = f"{database}.{sid.split('.')[1]}"
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(f'`{c.name}` {c.type}' for c in columns)}) USING parquet")
+        moved[sid] = table
+    found = {}
+    for name in manifest.order():
+        model = manifest.models[name]
+        moved[model.relation] = f"{database}.{name}"
+        query = pretty(exp.replace_tables(model.ast, moved, dialect="spark"))
+        spark.sql(f"CREATE OR REPLACE VIEW {moved[model.relation]} AS {query}")
+        found[name] = {f.name: f.dataType.simpleString() for f in spark.table(moved[model.relation]).schema}
+    return found
+
+
+def _check_types(spark, manifest, database: str) -> dict[str, dict[str, str | None]]:
+    """Lineage's types of every model, each checked against Spark's: unknown or equal."""
+    derived = {name: dict(entry.types) for name, entry in lineage(manifest).models.items()}
+    sources = {sid: list(s.columns) for sid, s in manifest.sources.items() if s.columns}
+    actual = _spark_types(spark, manifest, database, sources)
+    wrong = {(name, column): (derived[name].get(column), spark_type)
+             for name, columns in actual.items() for column, spark_type in columns.items()
+             if derived[name].get(column) not in (None, spark_type)}
+    assert not wrong, wrong
+    return derived
+
+
+def test_column_types_match_what_spark_reports(spark, make_project):
+    root = make_project({"lineage/s.yml": TYPED, **{f"models/{k}.sql": v for k, v in TYPED_MODELS.items()}})
+    derived = _check_types(spark, compile_project(load_project(root)), f"types_{abs(hash(str(root))) % 10_000}")
+    known = {column for types in derived.values() for column, t in types.items() if t}
+    assert MUST_KNOW <= known, sorted(MUST_KNOW - known)
+    assert (derived["agg"]["n"], derived["agg"]["si"], derived["agg"]["ax"], derived["rows"]["x"]) == \
+        ("bigint", "bigint", "double", "double")
+    assert (derived["agg"]["am"], derived["rows"]["m"]) == ("decimal(16,6)", "decimal(12,2)")
+
+
+def test_demo_models_types_match_what_spark_reports(spark):
+    manifest = compile_project(load_project(ROOT))
+    derived = _check_types(spark, manifest, "types_demo")
+    unknown = [(name, column) for name, types in derived.items() for column, t in types.items() if t is None]
+    assert not unknown, unknown
+    assert derived["stg_shops"]["rating"] == "double" and derived["shop_stats"]["offers"] == "bigint"
 
 
 def test_cli_prints_upstream_and_downstream(make_project):

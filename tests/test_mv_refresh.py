@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.refresh import Crash
+from compiler.phases import Crash, crash_at
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
 from mv_world import World, seed  # noqa: E402
@@ -129,7 +129,7 @@ def test_crash_after_write_before_commit_is_redone(world):
     world.delete("shops", 200)                          # found only through the hidden key columns
     world.put("offers", id=2, title="changed")
     with pytest.raises(Crash):
-        world.refresh(crash_after="write")
+        world.refresh(phase=crash_at("mv:delta-written"))
     crashed = world.store.get("wide")
     assert crashed.in_flight
     world.put("offers", id=3, title="after the crash")

@@ -135,6 +135,15 @@ def test_missing_name_and_non_mapping_files(make_project):
         [(1, "yaml", "project.yml must be a mapping")]
 
 
+def test_model_folders_that_do_not_exist(make_project):
+    project = load_project(make_project({"project.yml": "name: p\n", "lineage/s.yml": "sources: []\n"}))
+    assert [(p.line, p.code, p.message) for p in project.missing_model_paths()] == \
+        [(1, "no-models", "paths.models: the project has no folder 'models'")]
+    project = load_project(make_project({"project.yml": "name: p\npaths:\n  macros: m\n  models: models\n",
+                                         "models/a.sql": "select 1 as x"}))
+    assert project.missing_model_paths() == []
+
+
 def test_folder_defaults_with_lines(make_project):
     project = load_project(make_project({"project.yml": """
         name: p

@@ -9,11 +9,14 @@ the state store of the target, read-only, when its file exists.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compiler.artifacts import jsonable
 from compiler.errors import Problem, RunError
+from compiler.status import batch_topics, show_time, step_status, topic_status
 from .serve import serve_docs
 from .site import site_data, site_files
 
@@ -25,15 +28,18 @@ __all__ = ["generate_docs", "read_state", "serve_docs", "site_data", "site_files
 STEPS_SHOWN = 10
 
 
-def generate_docs(manifest: Manifest) -> Path:
-    """Write ``target/docs/`` from the artifacts ``write_artifacts`` wrote; returns index.html."""
+def generate_docs(manifest: Manifest, now: datetime | None = None) -> Path:
+    """Write ``target/docs/`` from the artifacts ``write_artifacts`` wrote; returns index.html.
+
+    ``now`` (default: the clock) is what the state's ages are measured against."""
     target = manifest.project.target_dir
     path = target / "manifest.json"
     if not path.exists():
         raise RunError(Problem(f"{path} is missing", hint="run `mvflow compile` first (`docs generate` does)", code="no-manifest"))
     data = json.loads(path.read_text(encoding="utf-8"))
     runs = {name: _run_files(target, entry) for name, entry in data.get("models", {}).items()}
-    state = read_state(manifest.project.target(manifest.target).state, list(data.get("models", {})))
+    state = read_state(manifest.project.target(manifest.target).state, list(data.get("models", {})),
+                       now or datetime.now(timezone.utc))
     if state and Path(state["path"]).is_relative_to(manifest.project.root):
         state["path"] = Path(state["path"]).relative_to(manifest.project.root).as_posix()
     out = target / "docs"
@@ -58,8 +64,9 @@ def _run_files(target: Path, entry: dict[str, Any]) -> list[dict[str, str]]:
     return found
 
 
-def read_state(settings, models: list[str]) -> dict[str, Any] | None:
+def read_state(settings, models: list[str], now: datetime) -> dict[str, Any] | None:
     """Offsets and recent steps per model from the target's state store, or None without one.
+    Each topic and step also comes ``shown`` in the words of ``mvflow status`` (ages as of ``now``).
 
     Only reads: nothing is opened when the store's file does not exist.
     """
@@ -72,14 +79,18 @@ def read_state(settings, models: list[str]) -> dict[str, Any] | None:
     store = open_state_store(settings)
     topics = []
     per_model: dict[str, dict[str, Any]] = {}
-    for offset in sorted(store.offsets(), key=lambda o: o.topic):
-        steps = [jsonable(vars(s)) for s in store.steps(offset.topic, limit=STEPS_SHOWN)]
-        row = {**jsonable(vars(offset)), "steps": steps, "lag_seconds": steps[0].get("max_lag_seconds") if steps else None}
+    offsets = sorted(store.offsets(), key=lambda o: o.topic)
+    batches = batch_topics(offsets)
+    for offset in offsets:
+        logged = store.steps(offset.topic, limit=STEPS_SHOWN)
+        steps = [{**jsonable(vars(s)), "shown": step_status(s, offset.topic in batches)} for s in logged]
+        row = {**jsonable(vars(offset)), "steps": steps, "lag_seconds": logged[0].max_lag_seconds if logged else None,
+               "shown": asdict(topic_status(offset, now, batches)) | {"run": show_time(offset.run)}}
         topics.append(row)
         owner = _owner(offset.topic, models)
         if owner:
             per_model.setdefault(owner, {"topics": []})["topics"].append(row)
-    return {"path": str(settings.path), "topics": topics, "models": per_model}
+    return {"path": str(settings.path), "topics": topics, "models": per_model, "as_of": show_time(now)}
 
 
 def _owner(topic: str, models: list[str]) -> str | None:

@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+from compiler.status import COLUMNS
+
 from .layout import layout
 
 SITE_VERSION = 1
@@ -88,7 +90,7 @@ def _source(sid: str, entry: Mapping[str, Any], models: Mapping[str, Any]) -> di
 def _state_summary(state: Mapping[str, Any] | None) -> dict[str, Any]:
     if not state:
         return {"available": False, "note": "Offsets, recent steps, lag and blocked-by reasons appear here once `mvflow run` has created it."}
-    return {k: v for k, v in state.items() if k != "models"} | {"available": True}
+    return {k: v for k, v in state.items() if k != "models"} | {"available": True, "columns": [list(c) for c in COLUMNS]}
 
 
 def site_files(data: Mapping[str, Any]) -> dict[str, str]:

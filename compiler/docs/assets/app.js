@@ -583,36 +583,50 @@
     return h("div", null, topics.map(topicView));
   }
 
+  /* Every word and position below comes from compiler/status.py (``shown``), as `mvflow status` prints them. */
   function topicView(t) {
     var blocked = /block|wait/i.test(t.state || "");
-    var inFlight = t.next && JSON.stringify(t.next) !== JSON.stringify(t.last);
+    var shown = t.shown;
     return h("div", { className: "topic" },
       h("h3", null, t.topic, " ",
-        t.state ? h("span", { className: "badge " + (blocked ? "warnb" : "okb") }, t.state) : null,
-        inFlight ? h("span", { className: "badge warnb", title: "next was written but not committed: the step is re-run as is" }, "step in flight") : null),
+        shown.state !== "-" ? h("span", { className: "badge " + (blocked ? "warnb" : "okb") }, shown.state) : null,
+        shown.next !== "-" ? h("span", { className: "badge warnb", title: "next was written but not committed: the step is re-run as is" }, "step in flight") : null),
       facts([
-        ["Last (committed)", h("code", null, show(t.last))],
-        ["Next", h("code", null, show(t.next))],
-        ["Rows (last step)", show(t.rows)],
-        ["Last run", show(t.run)],
-        ["Lag", humanSeconds(t.lag_seconds)],
-        ["Held by", t.hostid ? t.hostid + " until " + show(t.lease_expires) : "—"],
+        ["Last (committed)", h("code", null, shown.last)],
+        ["Next (in flight)", h("code", null, shown.next)],
+        ["Behind source", shown.behind],
+        ["Age", shown.age + (D.state.as_of ? " (as of " + D.state.as_of + ")" : "")],
+        ["Rows (last step)", shown.rows],
+        ["Last run", shown.run],
+        ["Held by", shown.holder],
         blocked ? ["Blocked by", h("span", { className: "warn" }, t.state)] : null,
       ]),
       t.steps && t.steps.length ? table(["Time", "Rows", "Range (last, next]", "Lag", "Seconds", "Query"], t.steps.map(function (step) {
-        return h("tr", null, h("td", null, show(step.ts)), h("td", { className: "num" }, show(step.rows)),
-          h("td", null, h("code", null, show(step.last) + " → " + show(step.next))),
-          h("td", null, humanSeconds(step.max_lag_seconds)), h("td", { className: "num" }, show(step.seconds)),
+        return h("tr", null, h("td", null, step.shown.ts), h("td", { className: "num" }, show(step.rows)),
+          h("td", null, h("code", null, step.shown.range)),
+          h("td", null, step.shown.lag), h("td", { className: "num" }, show(step.seconds)),
           h("td", null, h("code", null, show(step.query_id))));
       }), "steps") : h("p", { className: "muted" }, "No steps logged."));
   }
 
+  /* The same table as `mvflow status`: its column titles and cells come from compiler/status.py. */
+  function statusTable(topics) {
+    var columns = D.state.columns || [];
+    return table(columns.map(function (c) { return c[0]; }), topics.map(function (t) {
+      return h("tr", null, columns.map(function (c) {
+        return h("td", null, t.shown[c[1]]);
+      }));
+    }), "status");
+  }
+
   function statePage() {
+    var topics = D.state.available ? D.state.topics : [];
     var body = D.state.available
-      ? (D.state.topics.length ? D.state.topics.map(topicView) : [h("p", { className: "muted" }, "No topics yet.")])
+      ? (topics.length ? [statusTable(topics)].concat(topics.map(topicView)) : [h("p", { className: "muted" }, "No topics yet.")])
       : [h("div", { className: "notice" }, "No state store for this target yet. ", h("span", { className: "muted" }, D.state.note || ""))];
     return h("div", { className: "page" }, h("div", { className: "page-head" }, h("h1", null, "State"),
-      D.state.path ? h("div", { className: "meta" }, h("code", null, D.state.path)) : null), section("Topics", h("div", null, body)));
+      D.state.path ? h("div", { className: "meta" }, h("code", null, D.state.path), D.state.as_of ? " — ages as of " + D.state.as_of : "") : null),
+      section("Topics", h("div", null, body)));
   }
 
   var MODES = {

@@ -1,0 +1,139 @@
+"""Named phases of a runner's work: the one place where tests stop a runner at a known point.
+
+The MV refresh and the fact steps call their ``phase`` hook (``Callable[[str], None]``) with
+the name of each point they pass; the hook does nothing in production. Tests crash the runner
+there, either in-process (``crash_at``: raises ``Crash``, which no runner catches) or as a real
+``kill -9`` of the Python process and its JVM (``kill_at``, also reachable from the command
+line through ``MVFLOW_KILL_AT=phase@n``), and then check that the redo recovers.
+
+>>> hook = crash_at("mv:delta-written", 2)
+>>> hook("mv:delta-written")  # the first time passes
+>>> hook("mv:delta-written")
+Traceback (most recent call last):
+...
+compiler.phases.Crash: crashed at mv:delta-written (time 2)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Callable
+
+PhaseHook = Callable[[str], None]
+ENV = "MVFLOW_KILL_AT"
+
+# Every point the MV refresh reports, in the order a batch passes them (compiler/refresh.py).
+MV_PHASES = (
+    "mv:leased",               # the MV's and its inputs' leases taken, nothing read yet
+    "mv:probed",               # the inputs' newest positions and fingerprints known
+    "mv:next-written",         # the batch number and every input's next written
+    "mv:snapshot-written",     # a changed dictionary's snapshot taken for this batch
+    "mv:changed-keys",         # the changed keys of every input checkpointed
+    "mv:affected-keys",        # the affected MV keys checkpointed
+    "mv:fanout-guard",         # too many affected keys: about to switch to a full build
+    "mv:delta-written",        # the recomputed rows and tombstones written to the delta
+    "mv:published",            # the refreshed keys published for MVs stacked on this one
+    "mv:committed",            # every topic committed in one transaction
+    "mv:step-logged",          # the step log row written
+    "mv:snapshots-dropped",    # snapshot partitions no later batch reads dropped
+    "mv:compaction-written",   # the compacted base written into the idle slot
+    "mv:compaction-marked",    # the swap to the idle slot marked in the state
+    "mv:compaction-swapped",   # the view reads the new slot; the state not yet updated
+    "mv:compacted",            # the state names the new slot
+    "mv:build-snapshots",      # a full build took every dictionary's snapshot
+    "mv:build-marked",         # a full build marked the swap in the state
+    "mv:build-base-written",   # a full build wrote the new base
+    "mv:build-published",      # a full build published every old and new key
+    "mv:build-swapped",        # the view reads the new base; not yet committed
+)
+# Every point a fact step reports (compiler/steps.py).
+FACT_PHASES = (
+    "fact:planned",            # next chosen, not yet written
+    "fact:next-written",       # next written: from here on a crash is redone over (last, next]
+    "fact:writing",            # the step's hooks ran; its INSERT is about to start
+    "fact:written",            # the step's rows written, not committed
+    "fact:committed",          # last = next
+    "fact:step-logged",        # the step log row written
+)
+
+
+class Crash(BaseException):
+    """A simulated death of the runner: a BaseException, so no ``except Exception`` handles it."""
+
+
+def no_phase(name: str) -> None:
+    """The production hook: phases pass unobserved."""
+
+
+def crash_at(phase: str, nth: int = 1) -> PhaseHook:
+    """A hook raising ``Crash`` the ``nth`` time ``phase`` is reached."""
+    return _at(phase, nth, lambda seen: _raise(Crash(f"crashed at {phase} (time {seen})")))
+
+
+def kill_at(phase: str, nth: int = 1) -> PhaseHook:
+    """A hook that kills this process and every process it started (Spark's JVM) with SIGKILL
+    the ``nth`` time ``phase`` is reached: a real crash, nothing runs after it."""
+    return _at(phase, nth, lambda _: _kill_self())
+
+
+def from_env(environ: dict[str, str] | None = None) -> PhaseHook:
+    """``kill_at`` from ``MVFLOW_KILL_AT=phase@n`` (``@n`` optional), else ``no_phase``.
+
+    >>> from_env({}) is no_phase
+    True
+    >>> from_env({ENV: "nosuch"})
+    Traceback (most recent call last):
+    ...
+    ValueError: MVFLOW_KILL_AT: unknown phase 'nosuch'
+    """
+    spec = (os.environ if environ is None else environ).get(ENV, "")
+    if not spec:
+        return no_phase
+    phase, _, nth = spec.partition("@")
+    if phase not in MV_PHASES + FACT_PHASES:
+        raise ValueError(f"{ENV}: unknown phase {phase!r}")
+    return kill_at(phase, int(nth or 1))
+
+
+def _at(phase: str, nth: int, act: Callable[[int], None]) -> PhaseHook:
+    seen = {"n": 0}
+
+    def hook(name: str) -> None:
+        if name == phase:
+            seen["n"] += 1
+            if seen["n"] == nth:
+                act(seen["n"])
+
+    return hook
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc
+
+
+def _kill_self() -> None:
+    for pid in _descendants(os.getpid()):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process started by ``pid``, children first (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, queue = [], [pid]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found

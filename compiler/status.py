@@ -1,0 +1,282 @@
+"""What users read about progress: ``mvflow status`` and the docs site's State page.
+
+One row per topic of the state store (a fact model, an MV, or one input of an MV), in words:
+
+- positions are printed one way: timestamps as Spark prints them (``2025-12-31 22:33:36``),
+  other values as they are, and the batch numbers of an MV, of its dictionary-like inputs and
+  of its upstream MVs as ``batch 12``;
+- an MV's state is its live slot and row counts, a diffed input's state the batch of the
+  snapshot its changes were last found against, never the JSON the runner keeps;
+- two lags: ``behind source``, how far ``last`` was behind the newest position its source held
+  when the runner last looked (``-`` where the state store does not know it), and ``age``, the
+  wall clock since the time of ``last`` (for a batch: since it was committed). A project whose
+  data lies in the past shows a large age while being ``0s`` behind its sources.
+
+Pure: offsets and ``now`` in, text out; the CLI and the docs site call the same functions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+from .refresh import MvState
+from .state import Claim, Offset, Position, StepLogRow, holder_is_gone
+
+NONE = "-"
+COLUMNS = (("topic", "topic"), ("last", "last"), ("next (in flight)", "next"), ("behind source", "behind"),
+           ("age", "age"), ("rows", "rows"), ("holder", "holder"), ("state", "state"))
+_TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
+
+
+@dataclass(frozen=True)
+class TopicStatus:
+    """One topic as users read it (every field already text)."""
+
+    topic: str
+    last: str
+    next: str  # the in-flight ``next``, or "-"
+    behind: str
+    age: str
+    rows: str
+    holder: str
+    state: str
+
+
+def status_lines(offsets: list[Offset], now: datetime, topics: set[str] | None = None) -> list[str]:
+    """``mvflow status``: one aligned line per topic (``topics``: only these models' topics).
+
+    >>> now = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
+    >>> mv = Offset("wide", last=(12,), next=(12,), rows=40, run=datetime(2026, 11, 23, 11, 0, tzinfo=timezone.utc),
+    ...             state='{"base_rows": 10000, "definition": "e7", "delta_rows": 120, "slot": "a", "swapping": ""}')
+    >>> dim = Offset("wide:stage.regions", last=(12,), next=(12,), run=mv.run, state='{"fingerprint": "20:5:9"}')
+    >>> src = Offset("wide:stage.offers", last=("2025-12-31T22:33:36", 525), next=("2025-12-31T22:33:36", 525),
+    ...              rows=7, run=mv.run)
+    >>> fact = Offset("orders", last=("2025-12-31 21:50:24", 998), next=("2025-12-31 22:10:00", 1040), rows=3,
+    ...               state="caught up")
+    >>> print("\\n".join(status_lines([mv, dim, src, fact], now)))
+    topic               last                      next (in flight)           behind source  age       rows  holder  state
+    wide                batch 12                  -                          -              60 min    40    -       slot a, 10,000 rows + 120 in delta
+    wide:stage.regions  batch 12                  -                          -              60 min    0     -       snapshot of batch 12
+    wide:stage.offers   2025-12-31 22:33:36, 525  -                          0s             326 days  7     -       -
+    orders              2025-12-31 21:50:24, 998  2025-12-31 22:10:00, 1040  -              326 days  3     -       caught up
+    """
+    rows = [r for r in topic_statuses(offsets, now) if topics is None or r.topic.split(":")[0] in topics]
+    table = [[title for title, _ in COLUMNS]] + [[getattr(r, field) for _, field in COLUMNS] for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS) - 1)]
+    return ["  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[-1]]).rstrip() for row in table]
+
+
+def topic_statuses(offsets: list[Offset], now: datetime) -> list[TopicStatus]:
+    """Every topic's status; which positions are batch numbers is read from the offsets themselves."""
+    batches = batch_topics(offsets)
+    return [topic_status(o, now, batches) for o in offsets]
+
+
+def topic_status(offset: Offset, now: datetime, batches: set[str]) -> TopicStatus:
+    """One topic's status; ``batches`` are the topics whose positions are batch numbers."""
+    batch = offset.topic in batches
+    holder = holder_words(offset.hostid, offset.lease_expires) if offset.held_at(now) else NONE
+    return TopicStatus(
+        topic=offset.topic,
+        last=show_position(offset.last, batch),
+        next=show_position(offset.next, batch) if offset.in_flight else NONE,
+        behind=_behind(offset, batch),
+        age=_age(offset, now, batch),
+        rows=f"{offset.rows:,}",
+        holder=holder,
+        state=state_words(offset.state, offset.last),
+    )
+
+
+def holder_words(holder: str, expires: datetime) -> str:
+    """A lease holder; one that is a dead process of this host says so (the next run takes over).
+
+    >>> t = datetime(2026, 1, 1, 12, 0)
+    >>> holder_words("runner-a", t)
+    'runner-a (until 12:00:00)'
+    >>> import socket; holder_words(f"{socket.gethostname()}:999999999:ab", t)
+    'dead: pid 999999999 is gone (the next run takes over)'
+    """
+    if holder_is_gone(holder):
+        return f"dead: pid {holder.split(':')[1]} is gone (the next run takes over)"
+    return f"{holder} (until {expires:%H:%M:%S})"
+
+
+def claim_lines(claims: list[Claim], now: datetime) -> list[str]:
+    """Who holds each target (one process at a time on an embedded metastore; ``compiler.lock``).
+
+    >>> t = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+    >>> claim_lines([Claim("target:local", "h:42:ab", "mvflow run", t, t)], t)
+    ['target local: free (the last holder, `mvflow run` (pid 42 on host h, since 12:00:00 UTC, 0s ago), let its claim expire)']
+    """
+    lines = []
+    for claim in claims:
+        what = claim.name.replace(":", " ", 1)
+        if holder_is_gone(claim.holder):
+            lines.append(f"{what}: free (held by {claim.describe(now)}, which died; the next command takes over)")
+        elif claim.expires_at <= now:
+            lines.append(f"{what}: free (the last holder, {claim.describe(now)}, let its claim expire)")
+        else:
+            lines.append(f"{what}: in use by {claim.describe(now)}")
+    return lines
+
+
+def state_words(state: str, last: Position | None = None) -> str:
+    """A topic's ``state`` in words: the MV's slot and rows, a diffed input's snapshot, else as kept.
+
+    >>> state_words('{"base_rows": 10000, "definition": "e7", "delta_rows": 120, "slot": "a", "swapping": ""}')
+    'slot a, 10,000 rows + 120 in delta'
+    >>> state_words('{"base_rows": 5, "delta_rows": 0, "slot": "a", "swapping": "b"}')
+    'slot a, 5 rows + 0 in delta, moving to slot b (a build or compaction was interrupted: the next run redoes it)'
+    >>> state_words('{"fingerprint": "20:5:9"}', (12,)), state_words("caught up"), state_words("")
+    ('snapshot of batch 12', 'caught up', '-')
+    """
+    data = _json(state)
+    if "slot" in data:
+        mv = MvState.parse(state)
+        words = f"slot {mv.slot or '(none)'}, {mv.base_rows:,} rows + {mv.delta_rows:,} in delta"
+        if mv.swapping:
+            words += f", moving to slot {mv.swapping} (a build or compaction was interrupted: the next run redoes it)"
+        return words
+    if "fingerprint" in data:
+        return f"snapshot of batch {last[0]}" if last else "no snapshot yet"
+    return state or NONE
+
+
+def show_position(position: Position | None, batch: bool = False) -> str:
+    """A position as users read it: ``-`` when unknown, timestamps as Spark prints them.
+
+    >>> show_position(("2025-12-31T22:33:36", 525)), show_position(("2025-12-31 22:33:36.120000", 7))
+    ('2025-12-31 22:33:36, 525', '2025-12-31 22:33:36.12, 7')
+    >>> show_position((12,), batch=True), show_position(()), show_position(None)
+    ('batch 12', 'no rows yet', '-')
+    """
+    if position is None:
+        return NONE
+    if not position:
+        return "no rows yet"
+    if batch:
+        return f"batch {position[0]}"
+    return ", ".join(show_value(v) for v in position)
+
+
+def show_value(value: Any) -> str:
+    """One position value: a timestamp (ISO with ``T`` or a space) the way Spark casts it to string.
+
+    >>> show_value("2025-12-31T22:33:36+00:00"), show_value("2025-12-31T22:33:36.250"), show_value(998)
+    ('2025-12-31 22:33:36', '2025-12-31 22:33:36.25', '998')
+    """
+    when = _timestamp(value)
+    if when is None:
+        return str(value)
+    return f"{show_time(when)}.{when.microsecond:06d}".rstrip("0") if when.microsecond else show_time(when)
+
+
+def show_time(when: datetime | None) -> str:
+    """A wall-clock time (a run, a step, ``now``) in UTC to the second (``-`` for None).
+
+    >>> show_time(datetime(2026, 1, 1, 12, 0, 5, 250000, tzinfo=timezone.utc))
+    '2026-01-01 12:00:05'
+    """
+    return NONE if when is None else _naive(when).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def duration(seconds: float | None) -> str:
+    """A lag or an age in the largest unit that keeps it readable (``-`` for None).
+
+    >>> [duration(s) for s in (42, 3600, 90000, 28166400, None)]
+    ['42s', '60 min', '25 h', '326 days', '-']
+    """
+    if seconds is None:
+        return NONE
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    if seconds < 172800:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 86400} days"
+
+
+def step_status(step: StepLogRow, batch: bool) -> dict[str, str]:
+    """A step log row as the docs site shows it: its time, range and lag in the words of ``status``.
+
+    >>> row = StepLogRow("orders", datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc), 3, last=None,
+    ...                  next=("2025-12-31T21:50:24", 998), max_lag_seconds=90.0)
+    >>> step_status(row, batch=False)
+    {'ts': '2026-01-01 12:00:00', 'range': '(start, 2025-12-31 21:50:24, 998]', 'lag': '90s'}
+    """
+    start = "start" if step.last is None else show_position(step.last, batch)
+    return {"ts": show_time(step.ts), "range": f"({start}, {show_position(step.next, batch)}]",
+            "lag": duration(step.max_lag_seconds)}
+
+
+def batch_topics(offsets: Iterable[Offset]) -> set[str]:
+    """Topics whose positions are batch numbers: every MV (a topic with ``<mv>:<input>`` topics),
+    inputs diffed against snapshots (their state keeps a fingerprint) and inputs that are MVs."""
+    offsets = list(offsets)
+    mvs = {o.topic.split(":")[0] for o in offsets if ":" in o.topic}
+    mvs |= {o.topic for o in offsets if "slot" in _json(o.state)}
+    return mvs | {o.topic for o in offsets if "fingerprint" in _json(o.state) or o.topic.partition(":")[2] in mvs}
+
+
+def _behind(offset: Offset, batch: bool) -> str:
+    """How far ``last`` was behind the newest position of its source at the runner's last look.
+
+    An MV input's ``next`` is the newest position its source held when the batch was planned
+    (a batch takes every change there is), and a batch with nothing new writes nothing; a fact
+    that is ``caught up`` found no row after ``last``. Anything else is not recorded: ``-``."""
+    if batch or offset.last is None:
+        return NONE
+    nothing = "0s" if _time_of(offset.last) else "nothing"  # positions without a time have no lag in seconds
+    if ":" in offset.topic:
+        if not offset.in_flight:
+            return nothing
+        newest, last = _time_of(offset.next), _time_of(offset.last)
+        return duration((newest - last).total_seconds()) if newest and last else NONE
+    return nothing if offset.state == "caught up" and not offset.in_flight else NONE
+
+
+def _age(offset: Offset, now: datetime, batch: bool) -> str:
+    """Wall clock since the time of ``last`` (a batch's time is when it was committed)."""
+    if offset.last is None:
+        return NONE
+    if batch:
+        when = _naive(offset.run) if offset.run else None
+    else:
+        when = _time_of(offset.last)
+    return duration((_naive(now) - when).total_seconds()) if when else NONE
+
+
+def _time_of(position: Position | None) -> datetime | None:
+    return _timestamp(position[0]) if position else None
+
+
+def _timestamp(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not _TIMESTAMP.match(value):
+        return None
+    try:
+        return _naive(datetime.fromisoformat(value))
+    except ValueError:
+        return None
+
+
+def _naive(value: datetime) -> datetime:
+    """UTC without tzinfo, as positions are."""
+    return value.astimezone(timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+
+
+def _json(state: str) -> dict:
+    """The runner's JSON state of an MV topic or a diffed input ({} for free text)."""
+    if not state.startswith("{"):
+        return {}
+    try:
+        data = json.loads(state)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -1,0 +1,3 @@
+﻿select a,
+  b c d
+from t

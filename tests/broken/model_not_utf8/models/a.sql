@@ -1,0 +1,2 @@
+-- prices in éuros
+select 1 as x

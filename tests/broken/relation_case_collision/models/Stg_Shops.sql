@@ -1,0 +1,1 @@
+select 2 as shop_id

@@ -1,0 +1,3 @@
+{{ config(schema='stage',
+          alias='Categories') }}
+select category_id from {{ source('stage', 'categories') }}

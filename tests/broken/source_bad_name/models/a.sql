@@ -1,0 +1,1 @@
+select e.id from {{ source('stage', 'events') }} as e

@@ -1,0 +1,1 @@
+select r.region_id from {{ source('stage', 'regions') }} as r

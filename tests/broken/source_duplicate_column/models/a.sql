@@ -1,0 +1,1 @@
+select s.shop_id from {{ source('stage', 'shops') }} as s

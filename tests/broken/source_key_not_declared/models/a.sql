@@ -1,0 +1,1 @@
+select o.id from {{ source('stage', 'offers') }} as o
