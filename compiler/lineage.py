@@ -14,7 +14,6 @@ unknown the lineage says so instead of guessing.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
@@ -25,7 +24,7 @@ from sqlglot.optimizer.scope import Scope, build_scope
 from sqlglot.schema import MappingSchema
 
 from .cache import cache_key, read_tables
-from .errors import CompileError, Problem, ProblemList, SelectionError, find_line
+from .errors import CompileError, Problem, ProblemList, SelectionError, did_you_mean, find_line
 from .graph import model_id, node_name, source_id
 from .parse import DIALECT, table_name
 from .spark_types import spark_type, spelled
@@ -220,15 +219,10 @@ def lineage(manifest: Manifest) -> Lineage:
 def _missing_column(manifest: Manifest, model, written: str, node: str, declared: list[str]) -> Problem:
     source = manifest.sources[node_name(node)]
     column = written.rsplit(".", 1)[-1]
-    close = difflib.get_close_matches(column.lower(), [c.lower() for c in declared], n=3)
-    hint = f"did you mean {' or '.join(_declared(declared, c) for c in close)}? " if close else ""
+    close = did_you_mean(column, declared)
     return Problem(f"{written}: source {source.id} has no column '{column}'", model.path,
                    find_line(model.raw_sql, written) or 1, code="unknown-column",
-                   hint=f"{hint}(columns declared at {source.path}:{source.line}: {', '.join(declared)})")
-
-
-def _declared(declared: list[str], lower: str) -> str:
-    return next(c for c in declared if c.lower() == lower)
+                   hint=f"{close + ' ' if close else ''}(columns declared at {source.path}:{source.line}: {', '.join(declared)})")
 
 
 def model_lineage(

@@ -57,8 +57,8 @@ def test_a_column_the_source_does_not_declare_fails_compile(make_project, capsys
 
     assert code == 2 and "Traceback" not in err
     assert ("models/bad.sql:3: [unknown-column] s.ratng: source stage.shops has no column 'ratng' — did you mean "
-            "rating? (columns declared at lineage/src.yml:2: shop_id, rating, name)") in err
-    assert "models/worse.sql:1: [unknown-column] x.nme: source stage.shops has no column 'nme' — did you mean name?" in err
+            "'rating'? (columns declared at lineage/src.yml:2: shop_id, rating, name)") in err
+    assert "models/worse.sql:1: [unknown-column] x.nme: source stage.shops has no column 'nme' — did you mean 'name'?" in err
     assert len(re.findall(r"\[unknown-column\]", err)) == 2
     assert not (project / "target").exists()  # nothing written (artifacts write after every file is derived)
 
