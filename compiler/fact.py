@@ -59,7 +59,7 @@ class FactPlan:
     insert: str
     insert_observed: str  # the same write from the step's rows as a DataFrame, ``{rows}`` (see steps.py)
     next_sql: str  # the first maxstep ready rows after last: how many, the first, the last (= next)
-    range_sql: str  # rows and first position in (last, upto): why nothing is ready
+    range_sql: str  # rows, first and newest position in (last, upto): why nothing is ready, how far behind
     freshness_sql: str | None  # the newest time of every source in depends_on, one column each
     stats_sql: str | None  # rows and null counts of a written step (None: columns unknown)
     before: tuple[str, ...] = ()
@@ -322,7 +322,7 @@ def _bounds(rows: exp.Select, position: tuple[str, ...], types, bounds: tuple[st
 
 
 def _range_query(relation: str, position: tuple[str, ...], types) -> exp.Select:
-    return _bounds(exp.select().from_(relation).where(_ready(position, types)), position, types, ("lo",))
+    return _bounds(exp.select().from_(relation).where(_ready(position, types)), position, types, ("lo", "hi"))
 
 
 def _next_query(relation: str, position: tuple[str, ...], types, maxstep: int) -> exp.Select:

@@ -54,6 +54,7 @@ class Offset:
     hostid: str = ""
     lease_expires: datetime | None = None
     fence: int = 0
+    seen: Position | None = None  # the newest position the source held when the runner last looked
 
     @property
     def in_flight(self) -> bool:
@@ -192,8 +193,9 @@ class StateStore(ABC):
         """Write the planned ``next`` position (fenced)."""
 
     @abstractmethod
-    def set_state(self, lease: Lease, state: str, now: datetime) -> None:
-        """Write the free-text state, e.g. why the topic waits (fenced)."""
+    def set_state(self, lease: Lease, state: str, now: datetime, seen: Position | None = None) -> None:
+        """Write the free-text state, e.g. why the topic waits, and (if given) the newest
+        position the source held when the runner looked (fenced)."""
 
     @abstractmethod
     def commit(self, lease: Lease, next: Position, rows: int, state: str, now: datetime) -> None:
@@ -317,7 +319,10 @@ class SqliteStateStore(StateStore):
             db.execute(f"""CREATE TABLE IF NOT EXISTS {offsets_table} (
                 topic TEXT PRIMARY KEY, last TEXT, next TEXT, rows INTEGER NOT NULL DEFAULT 0, run TEXT,
                 consumer TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT '', hostid TEXT NOT NULL DEFAULT '',
-                lease_expires TEXT, fence INTEGER NOT NULL DEFAULT 0)""")
+                lease_expires TEXT, fence INTEGER NOT NULL DEFAULT 0, seen TEXT)""")
+            columns = {row["name"] for row in db.execute(f"PRAGMA table_info({offsets_table})")}
+            if "seen" not in columns:  # a state store written by an older mvflow
+                db.execute(f"ALTER TABLE {offsets_table} ADD COLUMN seen TEXT")
             db.execute(f"""CREATE TABLE IF NOT EXISTS {step_log_table} (
                 id INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT NOT NULL, ts TEXT NOT NULL, rows INTEGER NOT NULL,
                 last TEXT, next TEXT, min_pos TEXT, max_pos TEXT, max_lag_seconds REAL, nulls TEXT NOT NULL,
@@ -404,10 +409,11 @@ class SqliteStateStore(StateStore):
             db.execute(f"UPDATE {self.offsets_table} SET next = ?, run = ?, consumer = ? WHERE topic = ?",
                        (encode_position(next), _time(now), lease.holder, lease.topic))
 
-    def set_state(self, lease: Lease, state: str, now: datetime) -> None:
+    def set_state(self, lease: Lease, state: str, now: datetime, seen: Position | None = None) -> None:
         with self._write() as db:
             self._check(db, lease)
-            db.execute(f"UPDATE {self.offsets_table} SET state = ?, run = ? WHERE topic = ?", (state, _time(now), lease.topic))
+            db.execute(f"UPDATE {self.offsets_table} SET state = ?, run = ?, seen = COALESCE(?, seen) WHERE topic = ?",
+                       (state, _time(now), encode_position(seen), lease.topic))
 
     def commit(self, lease: Lease, next: Position, rows: int, state: str, now: datetime) -> None:
         self.commit_many([Commit(lease, next, rows, state, now)])
@@ -498,7 +504,7 @@ def _offset(row: sqlite3.Row) -> Offset:
     return Offset(
         topic=row["topic"], last=decode_position(row["last"]), next=decode_position(row["next"]), rows=row["rows"],
         run=_parse_time(row["run"]), consumer=row["consumer"], state=row["state"], hostid=row["hostid"],
-        lease_expires=_parse_time(row["lease_expires"]), fence=row["fence"],
+        lease_expires=_parse_time(row["lease_expires"]), fence=row["fence"], seen=decode_position(row["seen"]),
     )
 
 

@@ -230,7 +230,8 @@ def _behind(offset: Offset, batch: bool) -> str:
 
     An MV input's ``next`` is the newest position its source held when the batch was planned
     (a batch takes every change there is), and a batch with nothing new writes nothing; a fact
-    that is ``caught up`` found no row after ``last``. Anything else is not recorded: ``-``."""
+    records the newest pending position (``seen``) when it stops for lack of ready rows.
+    Anything else is not recorded: ``-``."""
     if batch or offset.last is None:
         return NONE
     nothing = "0s" if _time_of(offset.last) else "nothing"  # positions without a time have no lag in seconds
@@ -239,7 +240,12 @@ def _behind(offset: Offset, batch: bool) -> str:
             return nothing
         newest, last = _time_of(offset.next), _time_of(offset.last)
         return duration((newest - last).total_seconds()) if newest and last else NONE
-    return nothing if offset.state == "caught up" and not offset.in_flight else NONE
+    if offset.in_flight or offset.seen is None:
+        return NONE
+    if tuple(offset.seen) == tuple(offset.last):
+        return nothing
+    newest, last = _time_of(offset.seen), _time_of(offset.last)
+    return duration(max(0.0, (newest - last).total_seconds())) if newest and last else NONE
 
 
 def _age(offset: Offset, now: datetime, batch: bool) -> str:

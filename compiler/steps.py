@@ -193,8 +193,8 @@ class _Stepper:
                 return
         self.note(f"stopped after {self.steps} step(s) (--max-steps)")
 
-    def note(self, state: str) -> None:
-        self.store.set_state(self.lease, state, self.options.clock())
+    def note(self, state: str, seen=None) -> None:
+        self.store.set_state(self.lease, state, self.options.clock(), seen)
         self.result.message = state if not self.steps else f"{self.steps} step(s); {state}"
 
     def step(self, offset: Offset) -> bool:
@@ -270,7 +270,8 @@ class _Stepper:
         if ready["rows"] == 0:
             pending = self.range(last, FAR_FUTURE)
             first = _time_of(_position(pending, "lo", plan.position)) if pending["rows"] else None
-            self.note(waiting_reason(gate_, first, plan.delay_seconds))
+            newest = _position(pending, "hi", plan.position) if pending["rows"] else last
+            self.note(waiting_reason(gate_, first, plan.delay_seconds), seen=newest)
             if first is not None or not pending["rows"]:
                 self.settled, self.ready_at = True, ready_at(first, plan.delay_seconds, freshness)
             return None

@@ -210,7 +210,9 @@ def test_delay_holds_steps_back_and_status_says_why(spark, make_project):
     result = env.run()
     assert result.rows == 0
     assert "waiting for the delay of 600s: the oldest new row is 15s younger than now - delay" in result.message
+    assert env.store.get("ev").seen == (_ts(3), 6)  # the newest pending row: status tells how far behind
     assert "waiting for the delay" in status_lines(env.store.offsets(), env.now)[1]
+    assert "3 min" in status_lines(env.store.offsets(), env.now)[1]
     cli_out = CliRunner().invoke(cli, ["--project-dir", str(env.root), "status"])
     assert cli_out.exit_code == 0, cli_out.output
     assert "ev" in cli_out.output and "waiting for the delay of 600s" in cli_out.output

@@ -56,15 +56,19 @@ def test_mv_topics_in_words_after_real_refreshes(spark, tmp_path):
 def test_fact_positions_lag_and_cli(make_project):
     root = make_project({"lineage/s.yml": "sources: []\n", "models/m.sql": "select 1 as x"})
     store = open_state_store(load_project(root).target(None).state)
-    for topic, state, last in (("done", "caught up", ("2025-12-31 21:50:24", 998)),
-                               ("held", "waiting for offers_wide, 4s behind (caught up to 2025-12-31 22:00:00)",
-                                ("2025-12-31 21:50:24.5", 7))):
+    for topic, state, last, seen in (
+            ("done", "caught up", ("2025-12-31 21:50:24", 998), ("2025-12-31 21:50:24", 998)),
+            ("held", "waiting for offers_wide, 4s behind (caught up to 2025-12-31 22:00:00)",
+             ("2025-12-31 21:50:24.5", 7), ("2025-12-31 22:00:24.5", 9)),
+            ("new", "caught up", ("2025-12-31 21:50:24", 1), None)):
         lease = store.acquire(topic, "host:1", 60, NOW - timedelta(hours=1))
-        store.commit(lease, last, 3, state, NOW - timedelta(hours=1))
+        store.commit(lease, last, 3, "", NOW - timedelta(hours=1))
+        store.set_state(lease, state, NOW - timedelta(hours=1), seen)  # as the runner notes why it stopped
         store.release(lease)
     rows = _rows(status_lines(store.offsets(), NOW))
     assert rows["done"][1:5] == ["2025-12-31 21:50:24, 998", "-", "0s", "326 days"]
-    assert rows["held"][1:5] == ["2025-12-31 21:50:24.5, 7", "-", "-", "326 days"]  # pending rows: not recorded
+    assert rows["held"][1:5] == ["2025-12-31 21:50:24.5, 7", "-", "10 min", "326 days"]  # the newest pending row
+    assert rows["new"][1:5] == ["2025-12-31 21:50:24, 1", "-", "-", "326 days"]  # never looked: not recorded
     out = CliRunner().invoke(cli, ["--project-dir", str(root), "status"])
     assert out.exit_code == 0, out.output
     assert out.output.splitlines()[0].split() == ["topic", "last", "next", "(in", "flight)", "behind", "source", "age",
