@@ -16,6 +16,9 @@ report), but it resolves delta-spark's whole compile closure: 33 jars, 87 MB, am
 hadoop-client-runtime 3.4.2, parquet 1.16.0, jackson 2.13.5 and log4j-core beside Spark's own
 copies, plus the Unity Catalog client and Delta Kernel, which a Hive-catalog Delta session
 does not load. Two jars (about 10 MB) are enough for everything the spike exercised.
+The Maven route works too: ``mvn -B -Dmaven.repo.local=<dir> dependency:copy
+-Dartifact=io.delta:delta-spark_2.13:4.4.0 -DoutputDirectory=.mvflow/jars`` (and the same for
+``io.delta:delta-storage:4.4.0``; Debian's ``maven`` package, 25 s the first time).
 """
 
 from __future__ import annotations
@@ -38,6 +41,12 @@ DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
+# Spark >= 4.1 binds parameter markers in the parser; DeltaSqlParser does not forward them
+# (delta-io/delta#7640, apache/spark#58932): with the extension on, every spark.sql(q, args=...)
+# fails with UNBOUND_SQL_PARAMETER. The legacy analyzer binding brings them back, except inside
+# CREATE VIEW (PARAMETER_MARKER_IN_UNEXPECTED_STATEMENT): mvflow's views over IDENTIFIER(:x) must
+# then be rendered with the names inlined.
+PARAMETER_WORKAROUND = {"spark.sql.legacy.parameterSubstitution.constantsOnly": "true"}
 
 
 class JarsMissing(RuntimeError):
@@ -88,7 +97,7 @@ def delta_jars(dest: Path = DEFAULT_DIR, version: str = DELTA_VERSION, offline: 
 
 def delta_session_conf(jars: list[Path]) -> dict[str, str]:
     """The session settings that turn Delta on (static: before the session starts)."""
-    return {"spark.jars": ",".join(str(p) for p in jars), **DELTA_CONF}
+    return {"spark.jars": ",".join(str(p) for p in jars), **DELTA_CONF, **PARAMETER_WORKAROUND}
 
 
 def main(argv: list[str] | None = None) -> int:

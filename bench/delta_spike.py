@@ -122,8 +122,11 @@ class Spike:
         return lambda: self.sql(text, **fmt).collect()
 
     def src(self, n: int, start: int = 0) -> None:
+        """View ``src``: the rows; ``src_mv``: the same rows hash-distributed by the key, laid out
+        like the output of the MV's join (keys scattered over every file, not in id order)."""
         self.spark.range(start, start + n).selectExpr(*[c.strip() for c in split_columns(COLUMNS)]) \
             .createOrReplaceTempView("src")
+        self.sql("CREATE OR REPLACE TEMPORARY VIEW src_mv AS SELECT * FROM src DISTRIBUTE BY offer_id")
 
     def files(self, table: str) -> int:
         return self.sql(f"DESCRIBE DETAIL {table}").collect()[0]["numFiles"]
@@ -161,7 +164,7 @@ class Spike:
         tbl = ", ".join(f"'{k}' = '{v}'" for k, v in (props or {}).items())
         self.sql(f"DROP TABLE IF EXISTS {name}")
         self.sql(f"CREATE TABLE {name} USING delta {'CLUSTER BY (offer_id)' if cluster else ''} "
-                 f"{'TBLPROPERTIES (' + tbl + ')' if tbl else ''} AS SELECT * FROM src")
+                 f"{'TBLPROPERTIES (' + tbl + ')' if tbl else ''} AS SELECT * FROM src_mv")
 
     def merge(self, table: str) -> tuple[float, int]:
         return self.timed(self.collect(MERGE, t=table, c="chg"))
@@ -173,9 +176,9 @@ class Spike:
         self.sql("CREATE TABLE b_pq USING parquet AS SELECT * FROM src WHERE false")
         delta, parquet, djobs, pjobs = [], [], [], []
         for i in range(self.runs):
-            s, j = self.timed(self.collect("CREATE OR REPLACE TABLE b_delta USING delta AS SELECT * FROM src"))
+            s, j = self.timed(self.collect("CREATE OR REPLACE TABLE b_delta USING delta AS SELECT * FROM src_mv"))
             delta.append(s), djobs.append(j)
-            s, j = self.timed(self.collect("INSERT OVERWRITE b_pq SELECT * FROM src"))
+            s, j = self.timed(self.collect("INSERT OVERWRITE b_pq SELECT * FROM src_mv"))
             parquet.append(s), pjobs.append(j)
         self.results["build"] = {"delta_s": delta, "parquet_s": parquet, "delta_jobs": djobs, "parquet_jobs": pjobs,
                                  "delta_median": median(delta), "parquet_median": median(parquet),
@@ -462,6 +465,40 @@ def reopen(work: Path, jars: list[Path]) -> dict:
     return {"rc": r.returncode, "stdout": r.stdout.strip(), "stderr_tail": r.stderr.strip().splitlines()[-3:]}
 
 
+def report(results: dict) -> str:
+    """A markdown table of one results.json."""
+    r, rows = results, []
+    add = lambda *cells: rows.append("| " + " | ".join(str(c) for c in cells) + " |")
+    add("what", "Delta", "plain parquet / baseline", "ratio", "Spark jobs", "note")
+    add(*["---"] * 6)
+    if "build" in r:
+        b = r["build"]
+        add("full build (CTAS delta vs INSERT OVERWRITE parquet)", f"{b['delta_median']} s", f"{b['parquet_median']} s",
+            f"{b['delta_median'] / b['parquet_median']:.2f}x", f"{b['delta_jobs'][-1]} vs {b['parquet_jobs'][-1]}", f"runs {b['delta_s']} / {b['parquet_s']}")
+    for f, m in r.get("merge", {}).items():
+        mt = m["metrics"]
+        add(f"MERGE {float(f) * 100:g}% random keys, DV off", f"{m['median']} s", "", "", m["jobs"][-1],
+            f"{m['changes']['keys']} keys; files +{mt.get('numTargetFilesAdded')}/-{mt.get('numTargetFilesRemoved')}, rows copied {mt.get('numTargetRowsCopied')}")
+    base = r.get("build", {}).get("delta_median")
+    for name, v in r.get("variants", {}).items():
+        for pattern in ("random", "clustered"):
+            x = v[pattern]
+            mt = x["metrics"]
+            add(f"MERGE 0.1% {pattern}, {name[2:]}", f"{x['median']} s", "", f"{x['median'] / base:.2f}x build" if base else "",
+                x["jobs"][-1], f"files {v['files']}->{v['files_after']}, optimize {v['optimize_s']} s; +{mt.get('numTargetFilesAdded')}/-{mt.get('numTargetFilesRemoved')} files, "
+                f"copied {mt.get('numTargetRowsCopied')}, DVs {mt.get('numTargetDeletionVectorsAdded')}")
+    for name, x in r.get("read", {}).items():
+        add(f"read query, {name}", f"{x['delta_median']} s", f"{x['parquet_median']} s", f"{x['ratio']}x",
+            f"{x['delta_jobs']} vs {x['parquet_jobs']}", f"{x['delta_files']} files, same rows {x['same_rows']}")
+    if "cdf" in r:
+        c = r["cdf"]
+        add("MERGE 1% with CDF on vs off", f"{c['c_cdf']['merge_1pct_median']} s", f"{c['c_plain']['merge_1pct_median']} s",
+            f"{c['c_cdf']['merge_1pct_median'] / c['c_plain']['merge_1pct_median']:.2f}x", "", "")
+        t = c["table_changes"]
+        add("table_changes, one batch / all batches", f"{t['last_batch_s']} s / {t['all_batches_s']} s", "", "", t["last_batch_jobs"], str(t["last_batch_counts"]))
+    return "\n".join(rows)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.delta_spike")
     p.add_argument("--rows", type=int, default=100_000)
@@ -469,7 +506,11 @@ def main(argv=None) -> int:
     p.add_argument("--variant-runs", type=int, default=0, help="runs per variant (default: --runs)")
     p.add_argument("--parts", default=",".join(PARTS))
     p.add_argument("--startup", action="store_true", help="only measure session start-up with vs without Delta")
+    p.add_argument("--report", type=Path, help="print the markdown table of a results.json and exit")
     args = p.parse_args(argv)
+    if args.report:
+        print(report(json.loads(args.report.read_text())))
+        return 0
     jars = delta_jars()
     if args.startup:
         res = startup(args.runs, jars)
@@ -495,6 +536,7 @@ def main(argv=None) -> int:
         spike.results["reopen"] = reopen(work, jars)
         print("reopen", spike.results["reopen"], flush=True)
     (work / "results.json").write_text(json.dumps(spike.results, indent=1, default=str))
+    print(report(spike.results))
     print(f"results: {work / 'results.json'}")
     return 0
 
