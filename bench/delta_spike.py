@@ -265,6 +265,43 @@ class Spike:
             self.sql(f"DROP TABLE {name}")
         self.results["read"] = out
 
+    def part_readtune(self) -> None:
+        """Where a Delta read's fixed cost goes: the same query with data skipping off, and on a
+        DV table after 5 batches before and after ``REORG TABLE … APPLY (PURGE)``."""
+        out = {}
+        self.next_id = self.rows
+        self.build_delta("rt", {"delta.enableDeletionVectors": "true"})
+        for _ in range(5):
+            self.make_changes(0.01)
+            self.merge("rt")
+        self.sql("DROP TABLE IF EXISTS rt_pq")
+        self.sql("CREATE TABLE rt_pq USING parquet AS SELECT * FROM rt")
+
+        def measure(label):
+            self.sql(READ, t="rt").collect(), self.sql(READ, t="rt_pq").collect()
+            d, p, dj = [], [], 0
+            for _ in range(max(5, self.runs)):
+                s, dj = self.timed(self.collect(READ, t="rt"))
+                d.append(s)
+                p.append(self.timed(self.collect(READ, t="rt_pq"))[0])
+            out[label] = {"delta_median": median(d), "parquet_median": median(p), "ratio": round(median(d) / median(p), 2),
+                          "delta_jobs": dj, "delta_files": self.files("rt")}
+            print("readtune", label, out[label], flush=True)
+
+        measure("dv_5_batches")
+        self.spark.conf.set("spark.databricks.delta.stats.skipping", "false")
+        try:
+            measure("dv_5_batches_skipping_off")
+        except Exception as exc:  # noqa: BLE001 -- seen: "Cannot work with a non-pinned table snapshot of the TahoeFileIndex"
+            out["dv_5_batches_skipping_off"] = type(exc).__name__ + ": " + " ".join(str(exc).split())[:160]
+            print("readtune skipping off:", out["dv_5_batches_skipping_off"], flush=True)
+        self.spark.conf.unset("spark.databricks.delta.stats.skipping")
+        t0 = time.perf_counter()
+        self.sql("REORG TABLE rt APPLY (PURGE)").collect()  # rewrites the files that carry DVs
+        out["purge_s"] = round(time.perf_counter() - t0, 3)
+        measure("dv_after_purge")
+        self.results["readtune"] = out
+
     def part_cdf(self) -> None:
         out = {}
         for cdf in (False, True):
