@@ -1,0 +1,119 @@
+"""Delta Lake's JVM jars in a project folder, fetched once from Maven Central (spike, issue 13).
+
+The ``delta-spark`` pip package holds only Python code; the session needs
+``io.delta:delta-spark_2.13:<v>`` and ``io.delta:delta-storage:<v>`` on ``spark.jars``.
+This fetches exactly those two jars with plain ``urllib`` from Maven Central's repository
+layout (``<group as path>/<artifact>/<v>/<artifact>-<v>.jar``), checks each against the
+``.sha1`` published beside it, and writes it atomically into ``.mvflow/jars/`` (git-ignored
+through ``.mvflow/``). A second call finds the files and touches no network: offline starts
+work. Offline and missing: one line on stderr, exit 2.
+
+    python -m bench.delta_jars                 # fetch (or find) the jars, print spark.jars
+    python -m bench.delta_jars --check         # no network: exit 2 when a jar is missing
+
+Why not ``spark.jars.packages`` (Spark's Ivy resolver)? It works here too (see the spike
+report), but it resolves delta-spark's whole compile closure: 33 jars, 87 MB, among them
+hadoop-client-runtime 3.4.2, parquet 1.16.0, jackson 2.13.5 and log4j-core beside Spark's own
+copies, plus the Unity Catalog client and Delta Kernel, which a Hive-catalog Delta session
+does not load. Two jars (about 10 MB) are enough for everything the spike exercised.
+The Maven route works too: ``mvn -B -Dmaven.repo.local=<dir> dependency:copy
+-Dartifact=io.delta:delta-spark_2.13:4.4.0 -DoutputDirectory=.mvflow/jars`` (and the same for
+``io.delta:delta-storage:4.4.0``; Debian's ``maven`` package, 25 s the first time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+DELTA_VERSION = "4.4.0"  # pip delta-spark 4.4.1 has no jars on Maven Central (404): pin 4.4.0
+SCALA = "2.13"
+MAVEN = os.environ.get("MVFLOW_MAVEN_REPO", "https://repo1.maven.org/maven2")
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DIR = ROOT / ".mvflow" / "jars"
+
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+# Spark >= 4.1 binds parameter markers in the parser; DeltaSqlParser does not forward them
+# (delta-io/delta#7640, apache/spark#58932): with the extension on, every spark.sql(q, args=...)
+# fails with UNBOUND_SQL_PARAMETER. The legacy analyzer binding brings them back, except inside
+# CREATE VIEW (PARAMETER_MARKER_IN_UNEXPECTED_STATEMENT): mvflow's views over IDENTIFIER(:x) must
+# then be rendered with the names inlined.
+PARAMETER_WORKAROUND = {"spark.sql.legacy.parameterSubstitution.constantsOnly": "true"}
+
+
+class JarsMissing(RuntimeError):
+    pass
+
+
+def coordinates(version: str = DELTA_VERSION) -> list[tuple[str, str, str]]:
+    return [("io.delta", f"delta-spark_{SCALA}", version), ("io.delta", "delta-storage", version)]
+
+
+def _url(group: str, artifact: str, version: str, suffix: str = ".jar") -> str:
+    return f"{MAVEN}/{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}{suffix}"
+
+
+def delta_jars(dest: Path = DEFAULT_DIR, version: str = DELTA_VERSION, offline: bool = False,
+               timeout: float = 60.0) -> list[Path]:
+    """The jar paths, fetched into ``dest`` on first use. Raises JarsMissing (one clear line)
+    when a jar is not there and Maven Central cannot be reached (or ``offline``)."""
+    dest = Path(dest)
+    paths = []
+    for group, artifact, v in coordinates(version):
+        path = dest / f"{artifact}-{v}.jar"
+        paths.append(path)
+        if path.is_file() and path.stat().st_size > 0:
+            continue
+        url = _url(group, artifact, v)
+        if offline:
+            raise JarsMissing(f"Delta jar {path.name} is missing in {dest} and --check forbids the network: "
+                              f"run `python -m bench.delta_jars` once while {MAVEN} is reachable")
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as response:
+                data = response.read()
+            with urllib.request.urlopen(url + ".sha1", timeout=timeout) as response:
+                expected = response.read().decode().split()[0].strip()
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise JarsMissing(f"Delta jar {path.name} is missing in {dest} and {MAVEN} is unreachable "
+                              f"({reason}): run `python -m bench.delta_jars` once online, or copy the jar there") from None
+        actual = hashlib.sha1(data).hexdigest()
+        if actual != expected:
+            raise JarsMissing(f"Delta jar {path.name}: sha1 {actual} does not match Maven Central's {expected}")
+        dest.mkdir(parents=True, exist_ok=True)
+        part = path.with_suffix(".jar.part")
+        part.write_bytes(data)
+        part.replace(path)
+    return paths
+
+
+def delta_session_conf(jars: list[Path]) -> dict[str, str]:
+    """The session settings that turn Delta on (static: before the session starts)."""
+    return {"spark.jars": ",".join(str(p) for p in jars), **DELTA_CONF, **PARAMETER_WORKAROUND}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.delta_jars", description=__doc__.split("\n")[0])
+    parser.add_argument("--dest", type=Path, default=DEFAULT_DIR)
+    parser.add_argument("--version", default=DELTA_VERSION)
+    parser.add_argument("--check", action="store_true", help="never use the network")
+    args = parser.parse_args(argv)
+    try:
+        jars = delta_jars(args.dest, args.version, offline=args.check)
+    except JarsMissing as exc:
+        print(f"mvflow: {exc}", file=sys.stderr)
+        return 2
+    print(",".join(str(p) for p in jars))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
