@@ -19,10 +19,22 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Callable, Iterator
 
+from .errors import Problem, RunError
 from .project import Target
-from .state import Claim, ClaimHeld, StateStore, default_holder
+from .state import Claim, StateStore, default_holder
+from .status import claim_words
 
 TTL_SECONDS = 60.0
+
+
+class ClaimHeld(RunError):
+    """Another live process holds the target."""
+
+    exit_code = 1
+
+    def __init__(self, claim: Claim, now: datetime, what: str, hint: str):
+        super().__init__(Problem(f"{what} is in use by {claim_words(claim, now)}", hint=hint, code="lease-held"))
+        self.claim = claim
 
 
 def exclusive(target: Target) -> bool:

@@ -127,8 +127,9 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
         else:
             observed = watch.observe(spark, store, spec)
             outcomes = [refresh_mv(spark, manifest, model, store, full_refresh=full_refresh, phase=phase, echo=echo)]
-            # A redo covers only the ranges planned before the crash: what landed since is the next batch's.
-            while not outcomes[-1].covered and len(outcomes) < 3:
+            # A redo covers only the ranges planned before the crash: what landed since is the next
+            # batch's, whose ranges reach what its own probe sees.
+            if not outcomes[0].covered:
                 outcomes.append(refresh_mv(spark, manifest, model, store, phase=phase, echo=echo))
             if outcomes[-1].covered:  # a watch may only claim what the batches read
                 watch.record(store, spec, observed)
@@ -214,15 +215,15 @@ class _Refresh:
         self.phase("mv:next-written")
         self._spark_sql(f"CREATE DATABASE IF NOT EXISTS {self.plan.relation.split('.')[0]}")
         outcome = self._build(batch, state, ranges, reason) if reason is not None else self._refresh(batch, state, ranges)
-        outcome.redo, outcome.covered = self.redo, self._covers(self.ranges)
+        outcome.redo, outcome.covered = self.redo, self._covers()
         return outcome
 
-    def _covers(self, ranges: dict) -> bool:
+    def _covers(self) -> bool:
         """Whether the batch read every input up to the position the probe saw. A redo reads
         the ranges planned before its crash, so changes that landed since are still waiting."""
         for input_id, info in self.plan.inputs.items():
             current = None if diffed(info) else self._current_position(input_id)
-            if current is not None and tuple(ranges[input_id][1] or ()) != tuple(current):
+            if current is not None and tuple(self.ranges[input_id][1] or ()) != tuple(current):
                 return False
         return True
 

@@ -98,18 +98,6 @@ class Claim:
     since: datetime
     expires_at: datetime
 
-    def describe(self, now: datetime) -> str:
-        """
-        >>> t = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
-        >>> Claim("target:local", "h1:42:ab", "mvflow run", t, t).describe(t + timedelta(seconds=75))
-        '`mvflow run` (pid 42 on host h1, since 12:00:00 UTC, 1 min ago)'
-        """
-        host, _, rest = self.holder.partition(":")
-        pid = rest.split(":", 1)[0]
-        ago = int((now - self.since).total_seconds())
-        return (f"`{self.command}` (pid {pid} on host {host}, since {self.since.astimezone(timezone.utc):%H:%M:%S} UTC, "
-                f"{f'{ago // 60} min' if ago >= 60 else f'{ago}s'} ago)")
-
 
 @dataclass(frozen=True)
 class StepLogRow:
@@ -140,16 +128,6 @@ class LeaseHeld(RunError):
             code="lease-held",
         ))
         self.topic, self.holder, self.expires_at = topic, holder, expires_at
-
-
-class ClaimHeld(RunError):
-    """Another live process holds the claim."""
-
-    exit_code = 1
-
-    def __init__(self, claim: Claim, now: datetime, what: str, hint: str):
-        super().__init__(Problem(f"{what} is in use by {claim.describe(now)}", hint=hint, code="lease-held"))
-        self.claim = claim
 
 
 class FencingError(RunError):

@@ -106,6 +106,19 @@ def holder_words(holder: str, expires: datetime) -> str:
     return f"{holder} (until {expires:%H:%M:%S})"
 
 
+def claim_words(claim: Claim, now: datetime) -> str:
+    """Who holds a claim, for people.
+
+    >>> t = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+    >>> claim_words(Claim("target:local", "h1:42:ab", "mvflow run", t, t), t.replace(minute=2, second=30))
+    '`mvflow run` (pid 42 on host h1, since 12:00:00 UTC, 2 min ago)'
+    """
+    host, _, rest = claim.holder.partition(":")
+    since = f"{claim.since.astimezone(timezone.utc):%H:%M:%S} UTC"
+    return (f"`{claim.command}` (pid {rest.split(':', 1)[0]} on host {host}, since {since}, "
+            f"{duration((now - claim.since).total_seconds())} ago)")
+
+
 def claim_lines(claims: list[Claim], now: datetime) -> list[str]:
     """Who holds each target (one process at a time on an embedded metastore; ``compiler.lock``).
 
@@ -117,11 +130,11 @@ def claim_lines(claims: list[Claim], now: datetime) -> list[str]:
     for claim in claims:
         what = claim.name.replace(":", " ", 1)
         if holder_is_gone(claim.holder):
-            lines.append(f"{what}: free (held by {claim.describe(now)}, which died; the next command takes over)")
+            lines.append(f"{what}: free (held by {claim_words(claim, now)}, which died; the next command takes over)")
         elif claim.expires_at <= now:
-            lines.append(f"{what}: free (the last holder, {claim.describe(now)}, let its claim expire)")
+            lines.append(f"{what}: free (the last holder, {claim_words(claim, now)}, let its claim expire)")
         else:
-            lines.append(f"{what}: in use by {claim.describe(now)}")
+            lines.append(f"{what}: in use by {claim_words(claim, now)}")
     return lines
 
 

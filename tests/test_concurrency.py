@@ -19,7 +19,8 @@ from pathlib import Path
 
 from compiler.phases import _descendants
 from compiler.project import load_project
-from compiler.state import ClaimHeld, open_state_store
+from compiler.lock import ClaimHeld
+from compiler.state import open_state_store
 
 ROOT = Path(__file__).resolve().parent.parent
 MVFLOW = [sys.executable, "-c", "from compiler.cli import main; main()"]
