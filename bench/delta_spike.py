@@ -7,7 +7,7 @@
 
 One local[2] SparkSession (driver memory 2g, Hive support, embedded Derby metastore and
 warehouse under ``bench/.work/delta-<rows>/``, wiped per run), Delta 4.4.0 jars from
-``.mvflow/jars/`` (``bench.delta_jars``). The table is shaped like the demo MV ``offers_wide``:
+``.mvflow/jars/`` (``compiler.delta_jars``). The table is shaped like the demo MV ``offers_wide``:
 15 columns, key ``offer_id``. Parts:
 
 - ``build``: ``CREATE OR REPLACE TABLE … USING delta AS SELECT`` vs ``INSERT OVERWRITE`` of a
@@ -42,7 +42,7 @@ import sys
 import time
 from pathlib import Path
 
-from .delta_jars import DELTA_CONF, delta_jars
+from compiler.delta_jars import DELTA_CONF, delta_jars
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "bench" / ".work"

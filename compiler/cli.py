@@ -135,7 +135,8 @@ def _run(manifest, selected, settings, store, threads, full_refresh, max_steps, 
 
     write_artifacts(manifest, selected)
     started = time.monotonic()
-    spark = LazySession(lambda: spark_session(settings), then=lambda session: check_sources(session, manifest, selected))
+    delta = any(manifest.models[name].table_format == "delta" for name in selected if name in manifest.models)
+    spark = LazySession(lambda: spark_session(settings, delta=delta or None), then=lambda session: check_sources(session, manifest, selected))
     phase = phases.from_env()  # MVFLOW_KILL_AT: the kill-point tests' hook, a no-op otherwise
     runners = {
         "fact": fact_runner(store, StepOptions(max_steps=max_steps, full_refresh=full_refresh, file_check=file_check,
@@ -190,7 +191,8 @@ def verify(obj: _Context, select, exclude, target) -> None:
     settings = manifest.project.target(target)
     store = open_state_store(settings.state)
     with target_lock(store, settings):
-        verdicts = check(spark_session(settings), manifest, names, store)
+        delta = any(manifest.models[name].table_format == "delta" for name in names)
+        verdicts = check(spark_session(settings, delta=delta or None), manifest, names, store)
     for verdict in verdicts:
         click.echo(verdict.format())
     if any(not v.ok and not v.skipped for v in verdicts):

@@ -24,7 +24,7 @@ from .files import read_text
 from .graph import build_graph, model_id, model_order, source_id
 from .kinds import Kind, KindError, create_kind
 from .parse import column_line, output_columns, parse_select, plain_columns, pretty, table_references, unnamed_columns
-from .project import PROJECT_FILE, Project
+from .project import PROJECT_FILE, TABLE_FORMATS, Project, Target
 from .render import Call, Renderer
 from .sources import IDENTIFIER, Source, load_sources
 from .yamlfile import LineDict, check_keys, load_yaml
@@ -56,6 +56,7 @@ class Model:
     tables_read: list[tuple[str, int]] = field(default_factory=list)  # parse.table_references of the SELECT
     plain_columns: list[str] | None = None  # parse.plain_columns: output columns if the SELECT has no *
     column_doc_lines: dict[str, tuple[str, int]] = field(default_factory=dict)  # where each column is documented
+    table_format: str = "parquet"  # delta | parquet: the target's, or the model's own config
     _ast: exp.Query | None = field(default=None, init=False, repr=False, compare=False)
     _parse_later: bool = field(default=False, init=False, repr=False, compare=False)
     _printed: tuple[exp.Query | None, str] | None = field(default=None, init=False, repr=False, compare=False)
@@ -160,7 +161,7 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
     With a ``cache`` (see cache.py), results of earlier compiles are reused where their inputs
     are unchanged; the manifest is the same either way.
     """
-    database = project.target(target).spark.database
+    defaults = project.target(target)
     problems = ProblemList()
     for problem in project.missing_model_paths():
         problems.add(problem)
@@ -169,14 +170,14 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
     renderer = _attempt(problems, Renderer, project, cache.jinja() if cache is not None else None)
     if renderer is None:
         problems.raise_if_any()
-    models, templates, unusable = _collect_models(project, renderer, docs, database, problems, cache)
+    models, templates, unusable = _collect_models(project, renderer, docs, defaults, problems, cache)
     warnings = _check_model_defaults(project, problems)
     _check_relations(models, sources or {}, problems)
     graph = _graph(models, sources, unusable, problems)
     _render_final(models, templates, renderer, sources or {}, problems)
     warnings += _parse_models(models, sources or {}, problems, cache)
     problems.raise_if_any()
-    manifest = Manifest(project, project.target(target).name, database, sources, models, graph, warnings, cache)
+    manifest = Manifest(project, defaults.name, defaults.spark.database, sources, models, graph, warnings, cache)
     _infer_columns(manifest)
     from .mv import check_mvs  # mv.py reads the Manifest: imported here to avoid an import cycle
 
@@ -193,7 +194,7 @@ def _attempt(problems: ProblemList, step, *args):
         return None
 
 
-def _collect_models(project: Project, renderer: Renderer, docs: dict[str, LineDict], database: str,
+def _collect_models(project: Project, renderer: Renderer, docs: dict[str, LineDict], defaults: Target,
                     problems: ProblemList, cache: CompileCache | None = None):
     """Render every model file once for its config and calls.
 
@@ -212,7 +213,7 @@ def _collect_models(project: Project, renderer: Renderer, docs: dict[str, LineDi
         for path in paths:
             if ahead and path == ahead[0] and compiled.forked:
                 cache.apply_changes(compiled.result())
-            _collect_model(project, renderer, docs, database, problems, path, files, models, templates, unusable)
+            _collect_model(project, renderer, docs, defaults, problems, path, files, models, templates, unusable)
     for name, doc in docs.items():
         if name not in files:
             problems.add(Problem(f"model docs name '{name}', which is not a model", doc.path, doc.line,
@@ -231,7 +232,7 @@ def _compile_templates(renderer: Renderer, cache: CompileCache, paths: list[Path
     return cache.take_changes()
 
 
-def _collect_model(project: Project, renderer: Renderer, docs: dict[str, LineDict], database: str,
+def _collect_model(project: Project, renderer: Renderer, docs: dict[str, LineDict], defaults: Target,
                    problems: ProblemList, path: Path, files: dict[str, str], models: dict[str, Model],
                    templates: dict, unusable: dict[str, str]) -> None:
     """Render one model file for its config and calls; adds it to ``models`` or ``unusable``."""
@@ -249,8 +250,8 @@ def _collect_model(project: Project, renderer: Renderer, docs: dict[str, LineDic
         return
     try:
         template = renderer.template(path)
-        first = renderer.render(template, this=f"{database}.{name}")
-        model = _model(project, display, name, first, docs.get(name), database)
+        first = renderer.render(template, this=f"{defaults.spark.database}.{name}")
+        model = _model(project, display, name, first, docs.get(name), defaults)
     except CompileError as exc:
         problems.extend(exc)
         unusable[name] = "broken"
@@ -326,7 +327,7 @@ def _check_model_defaults(project: Project, problems: ProblemList) -> list[Probl
     return warnings
 
 
-def _model(project: Project, display: str, name: str, first, doc: LineDict | None, database: str) -> Model | None:
+def _model(project: Project, display: str, name: str, first, doc: LineDict | None, defaults: Target) -> Model | None:
     """The model, or None when it is disabled; an invalid kind or option is a CompileError at its line."""
     config, origin = _model_config(project, display, first, doc)
     if config.get("enabled", True) is False:
@@ -342,7 +343,12 @@ def _model(project: Project, display: str, name: str, first, doc: LineDict | Non
         for error in exc.errors:
             path, line = origin.get(error.key, (display, 1))
             problems.add(Problem(str(error), path, line, hint=error.hint, code=error.code))
-    schema = str(config.get("schema") or config.get("database") or database)
+    schema = str(config.get("schema") or config.get("database") or defaults.spark.database)
+    table_format = str(config.get("table_format") or defaults.table_format).lower()
+    if table_format not in TABLE_FORMATS:
+        path, line = origin.get("table_format", (display, 1))
+        problems.add(Problem(f"table_format '{config['table_format']}' is not a table format", path, line,
+                             hint="write table_format='delta' or table_format='parquet'", code="bad-config"))
     for key, value in (("schema", schema), ("alias", config.get("alias") or name)):
         if not IDENTIFIER.fullmatch(str(value)):
             path, line = origin.get(key, origin.get("database", (display, 1)))
@@ -359,6 +365,7 @@ def _model(project: Project, display: str, name: str, first, doc: LineDict | Non
         config_lines={key: line for key, (path, line) in origin.items() if path == display},
         schema=schema,
         relation=f"{schema}.{config.get('alias') or name}".lower(),
+        table_format=table_format,
         tags=tags,
         description=str((doc or {}).get("description") or config.get("description") or "").strip(),
         column_docs={str(c["name"]): str(c.get("description", "")).strip() for c in (doc or {}).get("columns") or []},

@@ -12,7 +12,8 @@ from typing import Any, ClassVar, Mapping
 from .sources import parse_duration
 
 #: Config keys every kind accepts (besides its own fields).
-COMMON_KEYS = frozenset({"materialized", "schema", "database", "alias", "tags", "description", "enabled", "before", "after"})
+COMMON_KEYS = frozenset({"materialized", "schema", "database", "alias", "tags", "description", "enabled", "before", "after",
+                         "table_format"})
 
 
 class KindError(ValueError):

@@ -24,6 +24,7 @@ SLOTS = ("a", "b")
 class Statement:
     purpose: str
     sql: str
+    slot: str | None = None  # run only when this slot is the one being built
 
 
 def slot_table(relation: str, slot: str) -> str:
@@ -50,8 +51,10 @@ def statements(model: Model) -> list[Statement] | None:
                       "DROP TABLE IF EXISTS IDENTIFIER(:build_table)"),
             Statement("build the new version in the idle slot",
                       f"CREATE TABLE IDENTIFIER(:build_table)\nUSING parquet{partition}\nAS\n{select}"),
-            Statement("swap: point the model's view at the new slot (atomic in the metastore)",
-                      f"CREATE OR REPLACE VIEW {model.relation} AS\nSELECT * FROM IDENTIFIER(:build_table)"),
+            # A view's text holds no parameter markers: one swap statement per slot, by name.
+            *(Statement(f"swap: point the model's view at the new slot (atomic in the metastore), when building slot {slot}",
+                        f"CREATE OR REPLACE VIEW {model.relation} AS\nSELECT * FROM {slot_table(model.relation, slot)}", slot)
+              for slot in SLOTS),
         ]
     else:
         return None

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .compile import Manifest, Model
 
 HIDDEN_PREFIX = "_mvflow_"
+SLOTS = ("a", "b")  # blue/green: a build or compaction fills the slot the view does not read
 BATCH = "mvflow_batch"  # partition column: the Hive metastore filter parser rejects a leading _
 DELETED = "_mvflow_deleted"
 FOUND = "_mvflow_found"
@@ -889,16 +890,22 @@ def delta_query(plan: MvPlan) -> exp.Select:
             .join(_table(plan.view_name("rows"), "r"), on=on, join_type="left"))
 
 
-def state_query(plan: MvPlan, columns: tuple[str, ...] | None = None) -> exp.Query:
-    """The MV's rows: base rows without a newer delta version, plus the newest non-deleted delta rows."""
+def state_query(plan: MvPlan, columns: tuple[str, ...] | None = None, slot: str | None = None) -> exp.Query:
+    """The MV's rows: base rows without a newer delta version, plus the newest non-deleted delta rows.
+    The tables are ``:base_table``/``:delta_table``, or those of ``slot`` by name (a view's text
+    may hold no parameter markers)."""
     columns = columns or plan.all_columns
-    delta = exp.select("*").from_(_identifier_table("delta_table", "t"))
+
+    def table(what: str, alias: str) -> exp.Table:
+        return _table(plan.table_name(f"{what}_{slot}"), alias) if slot else _identifier_table(f"{what}_table", alias)
+
+    delta = exp.select("*").from_(table("delta", "t"))
     rank = exp.Window(this=exp.RowNumber(), partition_by=[exp.column(k, "d") for k in plan.key],
                       order=exp.Order(expressions=[exp.Ordered(this=exp.column(BATCH, "d"), desc=True)]))
     ranked = exp.select("d.*", exp.alias_(rank, RANK)).from_(_table("delta", "d"))
     latest = exp.select("*").from_(ranked.subquery("r")).where(exp.column(RANK, "r").eq(1))
     on = _and(exp.NullSafeEQ(this=exp.column(k, "b"), expression=exp.column(k, "d")) for k in plan.key)
-    base = (exp.select(*[exp.column(c, "b") for c in columns]).from_(_identifier_table("base_table", "b"))
+    base = (exp.select(*[exp.column(c, "b") for c in columns]).from_(table("base", "b"))
             .join(_table("delta", "d"), on=on, join_type="left anti"))
     newest = (exp.select(*[exp.column(c, "l") for c in columns]).from_(_table("latest", "l"))
               .where(exp.Not(this=exp.column(DELETED, "l"))))
@@ -1016,8 +1023,9 @@ def derive(plan: MvPlan) -> Derived:
                            f"SELECT {key_list}, CAST(0 AS BIGINT) AS {BATCH}\nFROM {base}\nLIMIT 0")
     q["publish"] = (f"INSERT OVERWRITE TABLE {changes} PARTITION ({BATCH})\n"
                     f"SELECT {key_list}, CAST(:batch AS BIGINT) AS {BATCH}\nFROM {plan.view_name('keys')}")
-    visible = pretty(state_query(plan, columns=plan.columns))
-    q["view"] = f"CREATE OR REPLACE VIEW {plan.relation} AS\n{visible}"
+    for slot in SLOTS:
+        visible = pretty(state_query(plan, columns=plan.columns, slot=slot))
+        q[f"view:{slot}"] = f"CREATE OR REPLACE VIEW {plan.relation} AS\n{visible}"
     q["compact"] = f"CREATE TABLE {base}\nUSING parquet\nAS\nSELECT *\nFROM {plan.view_name('current')}"
     return Derived(q)
 

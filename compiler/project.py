@@ -16,7 +16,8 @@ from .yamlfile import LineDict, check_keys, load_yaml
 PROJECT_FILE = "project.yml"
 _PROJECT_KEYS = {"name", "version", "paths", "vars", "models", "targets", "default_target", "state"}
 _PATH_KEYS = {"models", "macros", "lineage", "target"}
-_TARGET_KEYS = {"spark", "state"}
+_TARGET_KEYS = {"spark", "state", "table_format"}
+TABLE_FORMATS = ("delta", "parquet")
 _SPARK_KEYS = {"master", "app_name", "warehouse_dir", "metastore_dir", "database", "log_level", "conf"}
 _STATE_KEYS = {"type", "path"}
 _STATE_TABLE_KEYS = {"offsets_table", "step_log_table", "catalog_table"}
@@ -58,6 +59,7 @@ class Target:
     name: str
     spark: SparkSettings
     state: StateSettings
+    table_format: str = "parquet"  # how models store their tables (a model's config may override it)
 
 
 @dataclass(frozen=True)
@@ -258,6 +260,11 @@ def _load_targets(root: Path, data: LineDict, problems: list[Problem]) -> tuple[
                 if key != "conf":
                     _scalar(section, key, problems)
         local_dir = root / ".mvflow" / str(name)
+        table_format = str(raw.get("table_format", "parquet")).strip().lower()
+        if table_format not in TABLE_FORMATS:
+            problems.append(Problem(f"target '{name}': table_format '{raw.get('table_format')}' is not a table format",
+                                    PROJECT_FILE, raw.line_of("table_format"),
+                                    hint="write table_format: delta or table_format: parquet", code="bad-config"))
         targets[str(name)] = Target(
             name=str(name),
             spark=SparkSettings(
@@ -274,6 +281,7 @@ def _load_targets(root: Path, data: LineDict, problems: list[Problem]) -> tuple[
                 path=_resolve(root, state.get("path"), local_dir / "state.sqlite"),
                 **tables,
             ),
+            table_format=table_format,
         )
     default_target = str(data.get("default_target", next(iter(targets), "local")))
     if targets and default_target not in targets:

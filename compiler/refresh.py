@@ -32,7 +32,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import watch
-from .mv import BATCH, Derived, MvPlan, derive, diffed, lookup_inputs, mv_plan, state_query, walk_inputs
+from .mv import BATCH, SLOTS, Derived, MvPlan, derive, diffed, lookup_inputs, mv_plan, state_query, walk_inputs
 from .parse import pretty
 from .phases import PhaseHook, no_phase
 from .state import Commit, Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from .run import Result
 
 LEASE_SECONDS = 3600.0
-SLOTS = ("a", "b")
 # Key sets up to this many rows are joined as broadcasts. A checkpoint carries no size
 # statistics, so without the hint Spark plans a shuffle join and shuffles the big side
 # (every offer, every price) before adaptive execution sees that the key side is small.
@@ -409,7 +408,7 @@ class _Refresh:
         self._sql("publish", batch=batch)
 
     def _swap(self, slot: str) -> None:
-        self._sql("view", base_table=self._slot_table("base", slot), delta_table=self._slot_table("delta", slot))
+        self._sql(f"view:{slot}")
 
     # -- key-driven refresh --------------------------------------------------------------
     def _refresh(self, batch: int, state: MvState, ranges: dict) -> Outcome:

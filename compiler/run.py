@@ -237,9 +237,12 @@ def run_statements(spark: "SparkSession", manifest: Manifest, model: Model) -> R
     result = Result(model.name, model.kind.name, "success", started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     params: dict[str, str] = {}
     try:
-        if isinstance(model.kind, TableKind):
-            params["build_table"] = materialize.slot_table(model.relation, idle_slot(spark, model.relation))
+        slot = idle_slot(spark, model.relation) if isinstance(model.kind, TableKind) else None
+        if slot is not None:
+            params["build_table"] = materialize.slot_table(model.relation, slot)
         for item in materialize.statements(model) or []:
+            if item.slot is not None and item.slot != slot:
+                continue
             failures.running_statement(item.sql, item.purpose)
             spark.sql(item.sql, args={k: v for k, v in params.items() if f":{k}" in item.sql} or None)
         if isinstance(model.kind, TableKind):

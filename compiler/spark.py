@@ -50,20 +50,24 @@ _PYSPARK_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 log = logging.getLogger("mvflow")
 
 
-def spark_session(target: Target, verbose: bool | None = None) -> "SparkSession":
+def spark_session(target: Target, verbose: bool | None = None, delta: bool | None = None) -> "SparkSession":
     """Start (or reuse) the SparkSession described by ``target.spark``.
 
     Quiet unless ``verbose`` (default: whether the ``mvflow`` logger shows debug, as ``--debug``
     sets it): Spark's log goes to ``spark.log`` beside the metastore, not to the terminal, and the
     JVM's start-up banner and PySpark's JSON error dumps are dropped; errors reach the user as
-    mvflow messages (``compiler.failures``)."""
+    mvflow messages (``compiler.failures``).
+
+    Delta Lake is on when its jars are at hand (``compiler.delta_jars``); ``delta`` (default:
+    whether the target's ``table_format`` is delta) makes them required: fetched if missing, and
+    a clear error when they cannot be."""
     if shutil.which("java") is None:
         raise RunError(Problem("Java is not installed: Spark needs Java 17 or newer",
                                hint="run ./setup.sh, or install openjdk-17-jre-headless", code="no-java"))
     from pyspark.sql import SparkSession
 
     verbose = log.isEnabledFor(logging.DEBUG) if verbose is None else verbose
-    options = _options(target.spark, verbose)
+    options = {**_options(target.spark, verbose), **_delta_options(target.table_format == "delta" if delta is None else delta)}
     _quiet_pyspark_loggers(not verbose)
     if not verbose:
         _launch_quiet_gateway(options)
@@ -99,6 +103,21 @@ def _options(settings: SparkSettings, verbose: bool) -> dict[str, str]:
         options["spark.driver.extraJavaOptions"] = " ".join(java_options)
     options.update((key, str(value)) for key, value in sorted(settings.conf.items()))
     return options
+
+
+def _delta_options(required: bool) -> dict[str, str]:
+    from .delta_jars import JarsMissing, delta_jars, delta_session_conf
+
+    try:
+        return delta_session_conf(delta_jars(offline=True))
+    except JarsMissing:
+        if not required:
+            return {}
+    try:
+        return delta_session_conf(delta_jars())
+    except JarsMissing as exc:
+        raise RunError(Problem(str(exc), hint="run scripts/setup.sh (it fetches them), or use table_format: parquet",
+                               code="no-delta-jars")) from None
 
 
 def _quiet_pyspark_loggers(quiet: bool) -> None:

@@ -3,5 +3,5 @@
 # Offline and missing: one line on stderr, exit 2. `--check` never uses the network.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-.venv-delta/bin/python}
-exec "$PY" -m bench.delta_jars "$@"
+PY=${PYTHON:-.venv/bin/python}
+exec "$PY" -m compiler.delta_jars "$@"

@@ -40,4 +40,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   fi
   touch "$stamp"
 fi
+# Delta Lake's jars (two, ~10 MB) from Maven Central into .mvflow/jars/, once; offline runs use them.
+if ! jars_error=$(.venv/bin/python -m compiler.delta_jars 2>&1 >/dev/null); then
+  echo "setup: warning: $jars_error (parquet targets work without them)" >&2
+fi
 say "ready: $(.venv/bin/mvflow --version 2>/dev/null || echo mvflow) with $(java -version 2>&1 | head -1)"

@@ -33,7 +33,7 @@ def spark_target(tmp_path_factory) -> Target:
 def spark(spark_target):
     from compiler.spark import spark_session
 
-    session = spark_session(spark_target)
+    session = spark_session(spark_target, delta=True)  # both table formats in one session
     yield session
     session.stop()
 

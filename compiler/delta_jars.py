@@ -1,15 +1,17 @@
-"""Delta Lake's JVM jars in a project folder, fetched once from Maven Central (spike, issue 13).
+"""Delta Lake's JVM jars, fetched once from Maven Central into ``.mvflow/jars/``.
 
 The ``delta-spark`` pip package holds only Python code; the session needs
 ``io.delta:delta-spark_2.13:<v>`` and ``io.delta:delta-storage:<v>`` on ``spark.jars``.
 This fetches exactly those two jars with plain ``urllib`` from Maven Central's repository
 layout (``<group as path>/<artifact>/<v>/<artifact>-<v>.jar``), checks each against the
-``.sha1`` published beside it, and writes it atomically into ``.mvflow/jars/`` (git-ignored
-through ``.mvflow/``). A second call finds the files and touches no network: offline starts
+``.sha1`` published beside it, and writes it atomically into ``.mvflow/jars/`` of the mvflow
+checkout (git-ignored; ``~/.cache/mvflow/jars`` for an installed mvflow; ``MVFLOW_JARS`` overrides).
+``scripts/setup.sh`` calls it. A second call finds the files and touches no network: offline starts
 work. Offline and missing: one line on stderr, exit 2.
 
-    python -m bench.delta_jars                 # fetch (or find) the jars, print spark.jars
-    python -m bench.delta_jars --check         # no network: exit 2 when a jar is missing
+
+    python -m compiler.delta_jars                 # fetch (or find) the jars, print spark.jars
+    python -m compiler.delta_jars --check         # no network: exit 2 when a jar is missing
 
 Why not ``spark.jars.packages`` (Spark's Ivy resolver)? It works here too (see the spike
 report), but it resolves delta-spark's whole compile closure: 33 jars, 87 MB, among them
@@ -34,8 +36,9 @@ from pathlib import Path
 DELTA_VERSION = "4.4.0"  # pip delta-spark 4.4.1 has no jars on Maven Central (404): pin 4.4.0
 SCALA = "2.13"
 MAVEN = os.environ.get("MVFLOW_MAVEN_REPO", "https://repo1.maven.org/maven2")
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DIR = ROOT / ".mvflow" / "jars"
+_CHECKOUT = Path(__file__).resolve().parent.parent
+DEFAULT_DIR = Path(os.environ.get("MVFLOW_JARS") or (_CHECKOUT / ".mvflow" / "jars" if (_CHECKOUT / "pyproject.toml").is_file()
+                                                     else Path.home() / ".cache" / "mvflow" / "jars"))
 
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -75,7 +78,7 @@ def delta_jars(dest: Path = DEFAULT_DIR, version: str = DELTA_VERSION, offline: 
         url = _url(group, artifact, v)
         if offline:
             raise JarsMissing(f"Delta jar {path.name} is missing in {dest} and --check forbids the network: "
-                              f"run `python -m bench.delta_jars` once while {MAVEN} is reachable")
+                              f"run `python -m compiler.delta_jars` once while {MAVEN} is reachable")
         try:
             with urllib.request.urlopen(url, timeout=timeout) as response:
                 data = response.read()
@@ -84,7 +87,7 @@ def delta_jars(dest: Path = DEFAULT_DIR, version: str = DELTA_VERSION, offline: 
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise JarsMissing(f"Delta jar {path.name} is missing in {dest} and {MAVEN} is unreachable "
-                              f"({reason}): run `python -m bench.delta_jars` once online, or copy the jar there") from None
+                              f"({reason}): run `python -m compiler.delta_jars` once online, or copy the jar there") from None
         actual = hashlib.sha1(data).hexdigest()
         if actual != expected:
             raise JarsMissing(f"Delta jar {path.name}: sha1 {actual} does not match Maven Central's {expected}")
@@ -101,7 +104,7 @@ def delta_session_conf(jars: list[Path]) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.delta_jars", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m compiler.delta_jars", description=__doc__.split("\n")[0])
     parser.add_argument("--dest", type=Path, default=DEFAULT_DIR)
     parser.add_argument("--version", default=DELTA_VERSION)
     parser.add_argument("--check", action="store_true", help="never use the network")
