@@ -286,7 +286,7 @@ def demo_init(obj: _Context, scale, seed, target) -> None:
 
     settings = obj.project().target(target)
     with target_lock(open_state_store(settings.state), settings):
-        counts = init(spark_session(settings), scale=scale, seed=seed)
+        counts = init(spark_session(settings), scale=scale, seed=seed, table_format=settings.table_format)
     click.echo("created " + ", ".join(f"{table} ({rows:,} rows)" for table, rows in counts.items()))
 
 

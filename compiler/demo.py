@@ -3,9 +3,14 @@ database, ``mvflow demo change`` applies one batch of production-like changes.
 
 Every value is computed inside Spark from ``xxhash64(seed, batch, purpose, key)``, never in a
 Python loop, so a seed gives the same rows whatever the partitioning. The tables are managed
-parquet tables, which cannot be updated in place: a changed table is written beside the old one
-(``<table>__next``) and swapped in (drop + rename, a metadata operation). Change feeds and orders
-are appended.
+tables in the target's ``table_format``:
+
+- Delta tables with the Change Data Feed on (and deletion vectors): a batch applies each table's
+  changes with one ``MERGE``, so the table keeps its history (versions, time travel, its feed);
+- parquet tables, which cannot be updated in place: a changed table is written beside the old
+  one (``<table>__next``) and swapped in (drop + rename, a metadata operation).
+
+Change feeds and orders are appended (the demo's lineage reads the same feeds on both formats).
 
 A small bookkeeping table, ``stage.demo_state`` (name → value), keeps the batch number, the demo
 clock and the next ids. ``change`` advances it *before* it touches a source table (like an
@@ -24,11 +29,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from .errors import Problem, RunError
+from .table_format import DELTA, DELTA_PROPERTIES, is_delta_table
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 DATABASE = "stage"
+# Delta sources record their Change Data Feed (a source may declare 'changes: cdf').
+SOURCE_PROPERTIES = {**DELTA_PROPERTIES, "delta.enableChangeDataFeed": "true"}
 STATE_TABLE = "demo_state"
 SOURCES = ("regions", "categories", "warehouses", "shops", "offers", "prices", "orders")
 FEEDS = {"warehouses": "warehouses_changes", "prices": "prices_changes"}
@@ -106,8 +114,9 @@ def batch_size(rows: int, fraction: float) -> tuple[int, int]:
     return min(rows, max(1, round(fraction * rows))), max(1, round(fraction * rows / 4))
 
 
-def init(spark: "SparkSession", scale: float = 1.0, seed: int = 1) -> dict[str, int]:
-    """(Re)create the demo source tables and their change feeds; return table → row count."""
+def init(spark: "SparkSession", scale: float = 1.0, seed: int = 1, table_format: str = "parquet") -> dict[str, int]:
+    """(Re)create the demo source tables and their change feeds in ``table_format`` (Delta: with
+    the Change Data Feed on); return table → row count."""
     n = sizes(scale)
     dice = _Dice(seed, 0)
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
@@ -131,7 +140,7 @@ def init(spark: "SparkSession", scale: float = 1.0, seed: int = 1) -> dict[str, 
                               start_us=BASE_US - HISTORY_US, step_us=_step(HISTORY_US, n["orders"]), first_id=1),
         **{feed: spark.createDataFrame([], _feed_schema(feed)) for feed in FEEDS.values()},
     }
-    _in_parallel([lambda t=t, rows=rows: _create(spark, t, rows) for t, rows in tables.items()])
+    _in_parallel([lambda t=t, rows=rows: _create(spark, t, rows, table_format) for t, rows in tables.items()])
     _write_state(spark, {"seed": seed, "batch": 0, "clock_us": BASE_US, "change_id": change_id,
                          **{table: n[table] + 1 for table in ("regions", "categories", "warehouses", "shops", "offers",
                                                               "orders")}})
@@ -432,21 +441,31 @@ class _Delta:
     def apply(self, spark: "SparkSession") -> None:
         from pyspark.sql import functions as F
 
-        name, keys = _name(self.table), list(KEYS[self.table])
+        name = _name(self.table)
         if self.size == 0:
             return
         if self.mode == "append":
             _append(spark, self.table, self.rows)
             return
         rows = self.stamped() if self.mode == "soft" else self.rows
+        if is_delta_table(spark, name):  # a soft delete is an update of its flag
+            _merge(spark, self.table, rows.withColumn("_op", F.lit("~")) if self.mode == "soft" else rows)
+        else:
+            self._rewrite(spark, rows)
+        if self.mode == "hard":
+            _append(spark, FEEDS[self.table], self.stamped())
+
+    def _rewrite(self, spark: "SparkSession", rows: "DataFrame") -> None:
+        """Parquet: the kept rows and the changed ones written beside the table, then swapped in."""
+        from pyspark.sql import functions as F
+
+        name, keys = _name(self.table), list(KEYS[self.table])
         changed = self.rows.select(*keys)
         if self.size <= _BROADCAST_MAX_ROWS:
             changed = F.broadcast(changed)
         kept = spark.table(name).join(changed, keys, "left_anti")
         written = rows if self.mode == "soft" else rows.where(F.col("_op") != "-")
         _swap(spark, self.table, kept.unionByName(written.select(*COLUMNS[self.table])))
-        if self.mode == "hard":
-            _append(spark, FEEDS[self.table], self.stamped())
 
 
 class _Batch:
@@ -666,8 +685,34 @@ def _feed_schema(table: str) -> str:
     return ", ".join(f"{column} {types[column]}" for column in COLUMNS[table])
 
 
-def _create(spark: "SparkSession", table: str, rows: "DataFrame") -> None:
-    rows.select(*COLUMNS[table]).write.mode("overwrite").format("parquet").saveAsTable(_name(table))
+def _create(spark: "SparkSession", table: str, rows: "DataFrame", table_format: str = "parquet") -> None:
+    spark.sql(f"DROP TABLE IF EXISTS {_name(table)}")  # its format may change: no overwrite in place
+    if table_format == DELTA:
+        writer = rows.select(*COLUMNS[table]).writeTo(_name(table)).using(DELTA)
+        for key, value in sorted(SOURCE_PROPERTIES.items()):
+            writer = writer.tableProperty(key, value)
+        writer.create()
+    else:
+        rows.select(*COLUMNS[table]).write.format("parquet").saveAsTable(_name(table))
+
+
+def _merge(spark: "SparkSession", table: str, rows: "DataFrame") -> None:
+    """Apply changed rows (``_op``: '+', '~', '-') to a Delta table in one MERGE (one version)."""
+    import uuid
+
+    view = f"demo_changes_{uuid.uuid4().hex[:12]}"  # the batch's tables are merged side by side
+    rows.createOrReplaceTempView(view)
+    columns = COLUMNS[table]
+    on = " AND ".join(f"t.{k} = s.{k}" for k in KEYS[table])
+    sets = ", ".join(f"t.{c} = s.{c}" for c in columns if c not in KEYS[table])
+    try:
+        spark.sql(f"MERGE INTO {_name(table)} AS t USING {view} AS s ON {on}\n"
+                  f"WHEN MATCHED AND s._op = '-' THEN DELETE\n"
+                  f"WHEN MATCHED THEN UPDATE SET {sets}\n"
+                  f"WHEN NOT MATCHED AND s._op <> '-' THEN INSERT ({', '.join(columns)}) "
+                  f"VALUES ({', '.join(f's.{c}' for c in columns)})")
+    finally:
+        spark.catalog.dropTempView(view)
 
 
 def _append(spark: "SparkSession", table: str, rows: "DataFrame") -> None:

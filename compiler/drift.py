@@ -20,11 +20,18 @@ if TYPE_CHECKING:
 
 def check_sources(spark: "SparkSession", manifest: "Manifest", selected: Iterable[str]) -> None:
     """Raise RunError listing every source read by the ``selected`` models whose table is missing
-    or lacks a declared column or has it with another type."""
+    or lacks a declared column or has it with another type, or, declared ``changes: cdf``, is
+    not a Delta table recording its Change Data Feed."""
+    from .change_modes import cdf_problem
+
     problems = ProblemList()
     for source in sources_read(manifest, selected):
-        for problem in drift(source, _actual_columns(spark, source.id)):
+        actual = _actual_columns(spark, source.id)
+        for problem in drift(source, actual):
             problems.add(problem)
+        cdf = cdf_problem(spark, source.id, source.path, source.line) if source.cdf and actual is not None else None
+        if cdf is not None:
+            problems.add(cdf)
     problems.raise_if_any(RunError)
 
 

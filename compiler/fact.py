@@ -374,7 +374,7 @@ def _freshness_sql(source) -> str | None:
     elif source.changes:
         table, column, type_ = source.changes.table, source.changes.position[0], None
     else:
-        return None  # a dictionary has no time: it never holds a step back
+        return None  # a dictionary or a Change Data Feed source has no time column: it never holds a step back
     if type_ is not None and not type_.lower().startswith(_TIME_TYPES):
         return None
     return pretty(exp.select(exp.alias_(exp.cast(exp.func("MAX", exp.column(column)), "string"), "newest")).from_(table))

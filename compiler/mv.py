@@ -63,11 +63,13 @@ class InputInfo:
 
     id: str  # source id (db.name) or model name
     relation: str  # the name in the SQL
-    mode: str  # position | changes | dictionary | table | mv
+    mode: str  # position | changes | cdf | dictionary | table | mv (compiler.change_modes runs each)
     key: tuple[str, ...]
     used_columns: tuple[str, ...]  # key first, then the columns the MV reads, sorted
     position: tuple[str, ...] = ()  # position columns (position / changes modes)
     feed: str | None = None  # change feed table (changes mode)
+    table_format: str = ""  # a model input's format; "" for a source (known only when the run looks)
+    origin: str = ""  # where a source is declared (``lineage/x.yml:12``), for run-time errors
 
     @property
     def slug(self) -> str:
@@ -199,6 +201,8 @@ class _Input:
     position: tuple[str, ...] = ()
     feed: str | None = None
     why: str = ""
+    table_format: str = ""
+    origin: str = ""
 
 
 def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
@@ -212,7 +216,7 @@ def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
         catalog[source.id.lower()] = _Input(
             source.id, source.id.lower(), source.change_mode, tuple(source.primary_key), columns,
             position=tuple(source.changes.position if source.changes else source.position),
-            feed=source.changes.table if source.changes else None)
+            feed=source.changes.table if source.changes else None, origin=f"{source.path}:{source.line}")
     for other in manifest.models.values():
         if other.name == model.name or (reads is not None and other.relation not in reads):
             continue
@@ -225,7 +229,8 @@ def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
         columns = tuple(other.columns) if other.columns else None
         catalog[other.relation] = _Input(other.name, other.relation, mode, key, columns,
                                          position=(BATCH,) if kind == "mv" else (),
-                                         feed=f"{other.relation}__mvflow_changes" if kind == "mv" else None, why=why)
+                                         feed=f"{other.relation}__mvflow_changes" if kind == "mv" else None, why=why,
+                                         table_format=getattr(other, "table_format", "") or "")
     return catalog
 
 
@@ -577,7 +582,7 @@ class _Analyzer:
             key_cols = tuple(k.lower() for k in source.key)
             inputs[input_id] = InputInfo(input_id, source.relation, source.mode, key_cols,
                                          key_cols + tuple(sorted(used[input_id] - set(key_cols))),
-                                         source.position, source.feed)
+                                         source.position, source.feed, source.table_format, source.origin)
         return MvPlan(self.name, self.relation, self.path, key, tuple(columns), hidden, tuple(parts), inputs,
                       tuple(self.warnings))
 
@@ -947,19 +952,49 @@ def _position_upto(columns: tuple[str, ...], alias: str, prefix: str, index: int
 
 def change_query(plan: MvPlan, input_id: str) -> exp.Query:
     """Keys of ``input_id`` changed in ``(:last_*, :next_*]`` (positions; ``:from_start`` when the input
-    was empty at the last commit) or between snapshots ``:last``/``:next``."""
+    was empty at the last commit), in the Change Data Feed's versions ``:first_version`` to
+    ``:next_version`` (``cdf``), or between snapshots ``:last``/``:next``.
+
+    >>> plan = plan_from_sql("SELECT o.id, p.price FROM d.o AS o LEFT JOIN d.p AS p ON p.oid = o.id",
+    ...                      {"d.o": ("position", ("id",)), "d.p": ("cdf", ("oid",))})
+    >>> print(change_query(plan, "d.p").sql(dialect="spark"))
+    SELECT DISTINCT t.oid FROM TABLE_CHANGES('d.p', :first_version, :next_version) AS t
+    """
     info = plan.inputs[input_id]
     keys = [exp.column(k, "t") for k in info.key]
+    if info.mode == "cdf":
+        # Every change type (insert, update pre/post-image, delete) names a changed key.
+        feed = exp.Anonymous(this="table_changes", expressions=[
+            exp.Literal.string(info.relation), exp.Placeholder(this="first_version"), exp.Placeholder(this="next_version")])
+        return exp.select(*keys).distinct().from_(exp.Table(this=feed, alias=exp.TableAlias(this=exp.to_identifier("t"))))
     if info.mode in ("position", "changes", "mv"):
         table = info.relation if info.mode == "position" else info.feed
         after = exp.or_(exp.Placeholder(this="from_start"), _position_after(info.position, "t", "last"))
         where = exp.and_(after, _position_upto(info.position, "t", "next"))
         return exp.select(*keys).distinct().from_(_table(table, "t")).where(where)
     snapshot = plan.table_name(f"snap_{info.slug}")
-    used = list(info.used_columns)
+    return _diff(info, lambda marker: exp.select(*info.used_columns).from_(snapshot)
+                 .where(exp.column(BATCH).eq(exp.Placeholder(this=marker))))
 
-    def taken(marker: str) -> exp.Select:
-        return exp.select(*used).from_(snapshot).where(exp.column(BATCH).eq(exp.Placeholder(this=marker)))
+
+def version_diff_query(plan: MvPlan, input_id: str) -> exp.Query:
+    """Keys of a diffed input stored as a Delta table whose used columns differ between the
+    table as of the version the last batch saw and as of the one this batch reads: time travel,
+    no snapshot copies. The runner registers the two versions as the views read here
+    (``versionAsOf``: a parameter marker cannot stand in ``VERSION AS OF``).
+
+    >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
+    ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))})
+    >>> print(version_diff_query(plan, "d.c").sql(dialect="spark"))
+    SELECT t.id FROM (SELECT id, name FROM mvflow_mv_as_of_next_d_c EXCEPT SELECT id, name FROM mvflow_mv_as_of_last_d_c) AS t UNION SELECT t.id FROM (SELECT id, name FROM mvflow_mv_as_of_last_d_c EXCEPT SELECT id, name FROM mvflow_mv_as_of_next_d_c) AS t
+    """
+    info = plan.inputs[input_id]
+    return _diff(info, lambda which: exp.select(*info.used_columns).from_(plan.view_name(f"as_of_{which}_{info.slug}")))
+
+
+def _diff(info: InputInfo, taken) -> exp.Query:
+    """Keys whose used columns differ between ``taken("last")`` and ``taken("next")``, both ways."""
+    keys = [exp.column(k, "t") for k in info.key]
 
     def gone(a: str, b: str) -> exp.Select:
         return exp.select(*keys).from_(exp.except_(taken(a), taken(b)).subquery("t"))
@@ -975,8 +1010,34 @@ def snapshot_query(plan: MvPlan, input_id: str) -> exp.Select:
 
 
 def diffed(info: InputInfo) -> bool:
-    """Inputs whose changes are found by diffing snapshots (dictionaries and upstream tables)."""
+    """Inputs whose changes are found by diffing their contents (dictionaries and upstream tables):
+    against a snapshot on parquet, by time travel on Delta."""
     return info.mode in ("dictionary", "table")
+
+
+def mode_words(info: InputInfo) -> str:
+    """An input's change mode as ``mvflow explain`` names it.
+
+    >>> mode_words(InputInfo("d.c", "d.c", "dictionary", ("id",), ("id",), table_format="delta"))
+    'dictionary, diffed by time travel between Delta versions'
+    >>> mode_words(InputInfo("d.p", "d.p", "cdf", ("id",), ("id",)))
+    "cdf, the Delta table's Change Data Feed between versions"
+    """
+    if diffed(info):
+        ways = {("snapshots",): "diffed against a snapshot", ("versions",): "diffed by time travel between Delta versions"}
+        how = ways.get(diff_ways(info), "diffed against a snapshot (parquet) or by time travel between versions (Delta)")
+        return f"{info.mode}, {how}"
+    return {"cdf": "cdf, the Delta table's Change Data Feed between versions",
+            "changes": f"changes, feed {info.feed}"}.get(info.mode, info.mode)
+
+
+def diff_ways(info: InputInfo) -> tuple[str, ...]:
+    """How a diffed input may be diffed: ``snapshots`` (parquet), ``versions`` (Delta time travel).
+    A model's format is known when compiling; a source's only when the run looks at its table,
+    so both are derived for it."""
+    if not diffed(info):
+        return ()
+    return {"delta": ("versions",), "parquet": ("snapshots",)}.get(info.table_format, ("snapshots", "versions"))
 
 
 # -- statements (text with named markers, as written to target/run/) ---------------------
@@ -997,8 +1058,11 @@ def derive(plan: MvPlan) -> Derived:
     q["full"] = pretty(full_query(plan))
     q["refresh"] = pretty(refresh_query(plan))
     for input_id, info in plan.inputs.items():
-        q[f"changes:{input_id}"] = pretty(change_query(plan, input_id))
-        if diffed(info):
+        if "versions" in diff_ways(info):
+            q[f"versions:{input_id}"] = pretty(version_diff_query(plan, input_id))
+        if "snapshots" in diff_ways(info) or not diffed(info):
+            q[f"changes:{input_id}"] = pretty(change_query(plan, input_id))
+        if "snapshots" in diff_ways(info):
             snapshot = plan.table_name(f"snap_{info.slug}")
             select = pretty(snapshot_query(plan, input_id))
             q[f"create_snapshot:{input_id}"] = (f"CREATE TABLE {snapshot}\nUSING parquet\nPARTITIONED BY ({BATCH})\nAS\n"
@@ -1065,7 +1129,7 @@ def explain(plan: MvPlan) -> str:
             lines.append(f"    {link.side} join {link.input} AS {link.alias} on key ({how})")
     lines.append("  inputs:")
     for input_id, info in plan.inputs.items():
-        lines.append(f"    {input_id}: {info.mode}, key ({', '.join(info.key)}), uses {', '.join(info.used_columns)}")
+        lines.append(f"    {input_id}: {mode_words(info)}, key ({', '.join(info.key)}), uses {', '.join(info.used_columns)}")
         for part in plan.parts:
             for alias, method, _ in key_query_methods(plan, input_id, part):
                 lines.append(f"      p{part.index} {alias}: {method}")

@@ -27,12 +27,12 @@ import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import date, datetime, timezone
-from decimal import Decimal
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import watch
-from .mv import BATCH, SLOTS, Derived, MvPlan, derive, diffed, lookup_inputs, mv_plan, state_query, walk_inputs
+from .change_modes import ChangeMode, Probe, history_gone, resolve
+from .mv import SLOTS, Derived, MvPlan, derive, lookup_inputs, mv_plan, state_query, walk_inputs
 from .parse import pretty
 from .phases import PhaseHook, no_phase
 from .state import Commit, Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
@@ -177,7 +177,8 @@ class _Refresh:
         self.leases: dict[str, Lease] = {}
         self.views: list[str] = []
         self.frames: list["DataFrame"] = []
-        self.probe = _Probe()
+        self.probe = Probe()
+        self.modes: dict[str, ChangeMode] = {}  # per input, how its changes are seen (compiler.change_modes)
         self.redo = False  # the batch is a redo of one that crashed before its commit
         self.snapshot_fingerprints: dict[str, str] | None = None  # read with the change counts
         self.ranges: dict[str, tuple[Any, Any]] = {}  # (last, next) per input of the batch
@@ -200,7 +201,12 @@ class _Refresh:
         offset = self.store.get(self.plan.topic()) or Offset(self.plan.topic())
         state = MvState.parse(offset.state)
         reason = self._rebuild_reason(full_refresh, offset, state)
+        self.modes = resolve(self.spark, self.plan)
+        reason = reason or self._mode_reason()  # offsets kept by another mode: before a probe reads them
         self.probe = self._probe(since_last=reason is None)
+        if reason is None and self._mode_reason():  # a re-created table, seen by the probe
+            reason = self._mode_reason()
+            self.probe = self._probe(since_last=False)
         self.phase("mv:probed")
         if reason is None and not offset.in_flight and self._up_to_date():
             return Outcome(int(offset.last[0]), "noop", reason="up to date")
@@ -220,8 +226,8 @@ class _Refresh:
     def _covers(self) -> bool:
         """Whether the batch read every input up to the position the probe saw. A redo reads
         the ranges planned before its crash, so changes that landed since are still waiting."""
-        for input_id, info in self.plan.inputs.items():
-            current = None if diffed(info) else self._current_position(input_id)
+        for input_id, mode in self.modes.items():
+            current = mode.current(self)
             if current is not None and tuple(self.ranges[input_id][1] or ()) != tuple(current):
                 return False
         return True
@@ -240,136 +246,75 @@ class _Refresh:
         return None
 
     # -- the no-op fast path and the current positions -----------------------------------
-    def _probe(self, since_last: bool) -> "_Probe":
-        """What the inputs hold now, in one Spark query for all of them: the newest position of
-        each position or change-feed input, and the fingerprint of each diffed input's used
-        columns (see ``_fingerprint_frame``).
-
-        With ``since_last`` the newest position is looked for among the rows past the committed
-        ``last`` only (none: it is ``last``), so Parquet's row-group statistics skip the old
-        data and the probe reads only what changed. A rebuild asks for the true newest (a
-        source re-created with smaller positions must be read from the start)."""
-        from pyspark.sql import functions as F
-
-        probe, frames, columns, lasts = _Probe(), [], {}, {}
-        for n, (input_id, info) in enumerate(self.plan.inputs.items()):
-            if diffed(info):
-                frames.append(_fingerprint_frame(self.spark.table(info.relation), info.used_columns, input_id))
-            elif info.mode != "mv":
-                table = self.spark.table(info.relation if info.mode == "position" else info.feed)
-                probe.types[input_id] = types = {f.name.lower(): f.dataType.typeName() for f in table.schema.fields}
-                offset = self.store.get(self.plan.topic(input_id)) if since_last else None
-                if offset is not None and offset.last:
-                    lasts[input_id] = tuple(offset.last)
-                    table = table.where(_after(table, info.position, lasts[input_id], types))
-                columns[input_id] = f"p{n}"
-                newest = F.max(F.struct(*[table[c] for c in info.position]))  # lexicographic, as the range is
-                frames.append(table.agg(newest.alias(f"p{n}")).select(F.lit(input_id).alias("input"), f"p{n}"))
+    def _probe(self, since_last: bool) -> Probe:
+        """What the inputs hold now, in one Spark query for all the modes that ask one (newest
+        positions, fingerprints; see ``compiler.change_modes``). With ``since_last`` a mode may
+        look only past the committed ``last``; a rebuild asks for the true newest."""
+        self.probe, frames = Probe(), []
+        for n, (input_id, mode) in enumerate(self.modes.items()):
+            offset = self.store.get(self.plan.topic(input_id)) if since_last else None
+            frame = mode.probe(self, tuple(offset.last) if offset is not None and offset.last else None, f"p{n}")
+            if frame is not None:
+                frames.append(frame)
         for row in _union_all(frames).collect() if frames else []:
-            input_id = row["input"]
-            if input_id in columns:
-                newest = row[columns[input_id]]
-                probe.positions[input_id] = tuple(_encode(v) for v in newest) \
-                    if newest is not None and newest[0] is not None else lasts.get(input_id)
-            else:
-                probe.fingerprints[input_id] = row["fingerprint"]
-        return probe
+            self.modes[row["input"]].read_probe(self, row)
+        return self.probe
+
+    def _mode_reason(self) -> str | None:
+        """Why an input's committed position cannot be continued from (another mode kept it, its
+        table was re-created): a full build."""
+        for input_id, mode in self.modes.items():
+            offset = self.store.get(self.plan.topic(input_id))
+            reason = mode.rebuild_reason(self, offset) if offset is not None else None
+            if reason:
+                return reason
+        return None
 
     def _up_to_date(self) -> bool:
         """Whether no input can have changed since the last commit, decided from the probe
-        without opening a batch: no newest position differs from the committed ``last``, no
-        dictionary's fingerprint from the one stored at the last commit. A missing fingerprint
-        or position answers False, so the exact path runs: a false "up to date" would lose changes."""
-        for input_id, info in self.plan.inputs.items():
+        without opening a batch (each mode answers for its input). A missing fingerprint or
+        position answers False, so the exact path runs: a false "up to date" would lose changes."""
+        for input_id, mode in self.modes.items():
             offset = self.store.get(self.plan.topic(input_id))
-            if offset is None or offset.last is None or offset.in_flight:
-                return False
-            if info.mode == "mv":
-                upstream = self.store.get(info.id)
-                if upstream is not None and upstream.last and tuple(upstream.last) != tuple(offset.last):
-                    return False
-            elif diffed(info):
-                stored = _stored_fingerprint(offset.state)
-                if stored is None or stored != self.probe.fingerprints.get(input_id):
-                    return False
-            elif self.probe.positions.get(input_id) != (tuple(offset.last) or None):
+            if offset is None or offset.last is None or offset.in_flight or not mode.up_to_date(self, offset):
                 return False
         return True
 
-    def _fingerprints(self, batch: int, ranges: dict) -> dict[str, str]:
-        """Fingerprints of the snapshots the batch diffed (stored in each input topic's state at
-        the commit), computed from the snapshot itself so they describe exactly what was diffed;
-        an input whose snapshot was not retaken keeps the fingerprint it was found unchanged by."""
+    def _input_states(self, batch: int, ranges: dict) -> dict[str, str]:
+        """Each input topic's state at the commit; a snapshot's fingerprint is computed from the
+        snapshot itself, so it describes exactly what was diffed, and an input whose snapshot was
+        not retaken keeps the fingerprint it was found unchanged by."""
         if self.snapshot_fingerprints is None:
             frames = self._snapshot_fingerprint_frames(batch, ranges)
             self.snapshot_fingerprints = {row["input"]: row["fingerprint"]
                                           for row in (_union_all(frames).collect() if frames else [])}
-        found = {**{i: f for i, f in self.probe.fingerprints.items() if i in ranges}, **self.snapshot_fingerprints}
-        return {input_id: json.dumps({"fingerprint": fingerprint}) for input_id, fingerprint in found.items()}
+        found = {**self.probe.fingerprints, **self.snapshot_fingerprints}
+        return {input_id: mode.state(found.get(input_id)) for input_id, mode in self.modes.items() if input_id in ranges}
 
     def _snapshot_fingerprint_frames(self, batch: int, ranges: dict) -> list["DataFrame"]:
-        from pyspark.sql import functions as F
-
-        frames = []
-        for input_id, info in self.plan.inputs.items():
-            if diffed(info) and tuple(ranges[input_id][1]) == (batch,):
-                snapshot = self.spark.table(self.plan.table_name(f"snap_{info.slug}")).where(F.col(BATCH) == batch)
-                frames.append(_fingerprint_frame(snapshot, info.used_columns, input_id))
-        return frames
+        frames = [mode.fingerprint_frame(self, batch, ranges[input_id][1]) for input_id, mode in self.modes.items()]
+        return [frame for frame in frames if frame is not None]
 
     # -- positions -----------------------------------------------------------------------
     def _plan_ranges(self, batch: int, fresh: bool) -> dict[str, tuple[Any, Any]]:
         """(last, next) per input; ``next`` is written before any work (reused when in flight)."""
         ranges = {}
-        for input_id, info in self.plan.inputs.items():
+        for input_id, mode in self.modes.items():
             topic = self.plan.topic(input_id)
             offset = self.store.get(topic) or Offset(topic)
-            if diffed(info):
-                # Unchanged since the last commit (same fingerprint): keep its snapshot, skip the diff.
-                same = not fresh and offset.last and \
-                    _stored_fingerprint(offset.state) == self.probe.fingerprints.get(input_id)
-                nxt = tuple(offset.last) if same else (batch,)
-            elif offset.in_flight and not fresh:
-                nxt = offset.next
-            else:  # an empty input: a build reads it from the start later, a refresh keeps its last
-                nxt = self._current_position(input_id) or (() if fresh else offset.last)
+            nxt = mode.next_position(self, offset, batch, fresh)
             self.store.set_next(self.leases[topic], nxt if nxt is not None else (), self.now())
             ranges[input_id] = (None if fresh else offset.last, nxt)
         self.ranges = ranges
         return ranges
-
-    def _current_position(self, input_id: str) -> tuple | None:
-        info = self.plan.inputs[input_id]
-        if info.mode == "mv":
-            upstream = self.store.get(info.id)
-            return upstream.last if upstream else None
-        return self.probe.positions.get(input_id)
-
-    def _position_args(self, input_id: str, last: tuple, nxt: tuple) -> dict[str, Any]:
-        info = self.plan.inputs[input_id]
-        if diffed(info):
-            return {"last": int(last[0]), "next": int(nxt[0])}
-        types = self.probe.types.get(input_id)
-        if types is None:  # an upstream MV's change table: not probed
-            table = info.relation if info.mode == "position" else info.feed
-            types = {f.name.lower(): f.dataType.typeName() for f in self.spark.table(table).schema.fields}
-        args: dict[str, Any] = {"from_start": not last}
-        for i, column in enumerate(info.position):
-            args[f"last_{i}"] = _decode(last[i], types.get(column.lower(), "")) if last else None
-            args[f"next_{i}"] = _decode(nxt[i], types.get(column.lower(), ""))
-        return args
 
     # -- full build ----------------------------------------------------------------------
     def _build(self, batch: int, state: MvState, ranges: dict, reason: str) -> Outcome:
         self.echo(f"{self.plan.name}: full build, batch {batch} ({reason})")
         self.snapshot_fingerprints = None  # every snapshot is taken anew
         slot = SLOTS[1] if state.slot == SLOTS[0] else SLOTS[0]
-        for input_id, info in self.plan.inputs.items():
-            if diffed(info):
-                snapshot = self.plan.table_name(f"snap_{info.slug}")
-                self._spark_sql(f"DROP TABLE IF EXISTS {snapshot}")
-                self._sql(f"create_snapshot:{input_id}", batch=batch)
-                self._sql(f"snapshot:{input_id}", batch=batch)
+        for mode in self.modes.values():
+            mode.build(self, batch)
         self.phase("mv:build-snapshots")
         self._mark_swapping(state, slot)
         self.phase("mv:build-marked")
@@ -412,7 +357,16 @@ class _Refresh:
 
     # -- key-driven refresh --------------------------------------------------------------
     def _refresh(self, batch: int, state: MvState, ranges: dict) -> Outcome:
-        changed = self._changed_keys(batch, ranges)
+        try:
+            changed = self._changed_keys(batch, ranges)
+        except Exception as exc:  # noqa: BLE001 - only Delta history that is gone is handled
+            gone = history_gone(exc)
+            if gone is None:
+                raise
+            reason = f"the Delta history this batch needs is gone ({gone}: VACUUM or log retention)"
+            self.echo(f"{self.plan.name}: {reason}, switching to a full build")
+            self._drop_views()
+            return self._build(batch, state, self._plan_ranges(batch, fresh=True), reason)
         outcome = Outcome(batch, "refresh", changed=changed)
         if not any(changed.values()):
             outcome.mode = "noop"
@@ -449,14 +403,11 @@ class _Refresh:
         from pyspark.sql import functions as F
 
         changed, frames = {input_id: 0 for input_id in self.plan.inputs}, {}
-        for input_id, info in self.plan.inputs.items():
+        for input_id, mode in self.modes.items():
             last, nxt = ranges[input_id]
             if tuple(last or ()) == tuple(nxt or ()):
                 continue  # no position moved, or a dictionary with the fingerprint of its last snapshot
-            if diffed(info):
-                self._sql(f"snapshot:{input_id}", batch=batch)
-                self.phase("mv:snapshot-written")
-            frames[input_id] = self._sql(f"changes:{input_id}", **self._position_args(input_id, last, nxt))
+            frames[input_id] = mode.changes(self, batch, last, nxt)
         if not frames:
             return changed
         tags = {input_id: n for n, input_id in enumerate(frames)}
@@ -528,31 +479,20 @@ class _Refresh:
 
     # -- commit --------------------------------------------------------------------------
     def _commit(self, batch: int, ranges: dict, state: MvState, affected: int, changed: dict[str, int]) -> None:
-        fingerprints = self._fingerprints(batch, ranges)
+        states = self._input_states(batch, ranges)
         now = self.now()
         commits = [Commit(self.leases[self.plan.topic()], (batch,), affected, state.dump(), now)]
         for input_id, (_, nxt) in ranges.items():
             commits.append(Commit(self.leases[self.plan.topic(input_id)], nxt if nxt is not None else (),
-                                  changed.get(input_id, 0), fingerprints.get(input_id, ""), now))
+                                  changed.get(input_id, 0), states.get(input_id, ""), now))
         self.store.commit_many(commits)
         self.phase("mv:committed")
         self.store.log_step(StepLogRow(self.plan.topic(), now, affected, last=(batch - 1,), next=(batch,),
                                        consumer=self.holder))
         self.phase("mv:step-logged")
-        for input_id, info in self.plan.inputs.items():
-            stale = self._stale_snapshots(batch, *ranges[input_id]) if diffed(info) else []
-            if stale:
-                partitions = ", ".join(f"PARTITION ({BATCH} = {n})" for n in stale)
-                self._spark_sql(f"ALTER TABLE {self.plan.table_name(f'snap_{info.slug}')} DROP IF EXISTS {partitions}")
+        for input_id, mode in self.modes.items():
+            mode.after_commit(self, batch, *ranges[input_id])
         self.phase("mv:snapshots-dropped")
-
-    def _stale_snapshots(self, batch: int, last: tuple | None, nxt: tuple) -> list[int]:
-        """Snapshot partitions of a diffed input no later batch reads: the one it was diffed
-        against, and one a crashed try of this batch may have left when its redo kept the old."""
-        stale = {int(last[0])} if last and tuple(last) != tuple(nxt) else set()
-        if self.redo:
-            stale.add(batch)
-        return sorted(stale - {int(nxt[0])})
 
     # -- Spark helpers -------------------------------------------------------------------
     def _slot_table(self, what: str, slot: str) -> str:
@@ -596,17 +536,6 @@ class _Refresh:
         self.frames.clear()
 
 
-@dataclass
-class _Probe:
-    """What the inputs hold now (``_Refresh._probe``): the newest position of each position or
-    change-feed input (encoded; None when empty) with its column types, and the fingerprint of
-    each diffed input."""
-
-    positions: dict[str, tuple | None] = field(default_factory=dict)
-    types: dict[str, dict[str, str]] = field(default_factory=dict)
-    fingerprints: dict[str, str] = field(default_factory=dict)
-
-
 def _union_all(frames: list["DataFrame"]) -> "DataFrame":
     """One frame of several (by column name; columns a frame lacks are NULL): one Spark job."""
     union = frames[0]
@@ -620,58 +549,3 @@ def _small(frame: "DataFrame", rows: int) -> "DataFrame":
     from pyspark.sql import functions as F
 
     return F.broadcast(frame) if rows <= BROADCAST_KEYS else frame
-
-
-def _fingerprint_frame(frame: "DataFrame", columns: tuple[str, ...], input_id: str) -> "DataFrame":
-    """One row ``(input, fingerprint)``: row count and two independent hash sums of the used
-    columns (each paired with its null flag, so a null cannot shift into a neighbour)."""
-    from pyspark.sql import functions as F
-
-    args = [x for c in columns for x in (F.col(c), F.isnull(F.col(c)))]
-    wide = "decimal(38,0)"
-    text = F.concat_ws(":", F.count(F.lit(1)).cast("string"),
-                       F.coalesce(F.sum(F.xxhash64(*args).cast(wide)).cast("string"), F.lit("")),
-                       F.coalesce(F.sum(F.hash(*args).cast(wide)).cast("string"), F.lit("")))
-    return frame.agg(text.alias("fingerprint")).select(F.lit(input_id).alias("input"), "fingerprint")
-
-
-def _after(frame: "DataFrame", columns: tuple[str, ...], last: tuple, types: dict[str, str]) -> Any:
-    """Rows whose position is past ``last`` (lexicographic over the position columns)."""
-    values = [_decode(v, types.get(c.lower(), "")) for c, v in zip(columns, last)]
-    condition = None
-    for column, value in reversed(list(zip(columns, values))):
-        later = frame[column] > value
-        condition = later if condition is None else later | ((frame[column] == value) & condition)
-    return condition
-
-
-def _stored_fingerprint(state: str) -> str | None:
-    try:
-        value = json.loads(state).get("fingerprint") if state else None
-    except (ValueError, AttributeError):
-        return None
-    return value if isinstance(value, str) else None
-
-
-def _encode(value: Any) -> Any:
-    """A position value as JSON (timestamps and dates as ISO strings, decimals as strings)."""
-    if isinstance(value, (datetime, date)):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return str(value)
-    return value
-
-
-def _decode(value: Any, type_name: str) -> Any:
-    """A stored position value back to the Python type Spark binds for the column's type."""
-    if value is None:
-        return None
-    if type_name.startswith("timestamp"):
-        return datetime.fromisoformat(value)
-    if type_name == "date":
-        return date.fromisoformat(value)
-    if type_name.startswith("decimal"):
-        return Decimal(value)
-    return value
-
-

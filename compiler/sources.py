@@ -16,6 +16,8 @@ _SOURCE_KEYS = {
     "dictionary", "deleted", "delay", "depends_on", "tags",
 }
 _CHANGES_KEYS = {"table", "position"}
+#: ``changes: cdf``: the changes are the Delta table's own Change Data Feed
+CDF = "cdf"
 _COLUMN_KEYS = {"name", "type", "description", "tests", "tags"}
 #: A name mvflow can write into SQL unquoted (it does not quote the names it generates).
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -43,7 +45,8 @@ class Source:
     """An existing table that models read, with its key and change mode.
 
     The change mode is exactly one of ``position`` (monotonic columns in the table itself),
-    ``changes`` (a separate change feed) or ``dictionary`` (diffed against a snapshot).
+    ``changes`` (a separate change feed, or ``changes: cdf``: the Delta table's own Change Data
+    Feed, ``cdf``) or ``dictionary`` (diffed against the previous contents).
     """
 
     database: str
@@ -56,6 +59,7 @@ class Source:
     position: tuple[str, ...] = ()
     changes: ChangeFeed | None = None
     dictionary: bool = False
+    cdf: bool = False  # changes: cdf — the Delta table's Change Data Feed
     deleted: str | None = None
     delay_seconds: int = 0
     depends_on: tuple[str, ...] = ()
@@ -67,7 +71,7 @@ class Source:
 
     @property
     def change_mode(self) -> str:
-        return "position" if self.position else "changes" if self.changes else "dictionary"
+        return "position" if self.position else "changes" if self.changes else "cdf" if self.cdf else "dictionary"
 
     def column_types(self) -> dict[str, str] | None:
         """Column name → type for sqlglot's schema, or None when no columns are declared."""
@@ -184,7 +188,7 @@ def _source(raw: Any, display: str, list_line: int, problems: list[Problem]) -> 
             Problem(
                 f"{what} must declare exactly one change mode, found {len(modes)}: {', '.join(modes) or 'none'}",
                 display, raw.line_of(modes[1]) if len(modes) > 1 else raw.line,
-                hint="use one of 'position: [cols]', 'changes: {table, position}', 'dictionary: true'",
+                hint="use one of 'position: [cols]', 'changes: {table, position}', 'changes: cdf', 'dictionary: true'",
                 code="change-mode",
             )
         )
@@ -193,11 +197,14 @@ def _source(raw: Any, display: str, list_line: int, problems: list[Problem]) -> 
         problems.append(Problem(f"{what}: position must be a list of column names", display, raw.line_of("position"),
                                 hint="e.g. 'position: [updated_at, change_id]'", code="bad-value"))
     changes = None
-    if raw.get("changes"):
+    cdf = raw.get("changes") == CDF
+    if raw.get("changes") and not cdf:
         feed = raw["changes"]
         if not isinstance(feed, LineDict):
-            problems.append(Problem(f"{what}: changes must be a mapping with table and position", display, raw.line_of("changes"),
-                                    hint="e.g. 'changes: {table: db.t_changes, position: [changed_at]}'", code="bad-value"))
+            problems.append(Problem(f"{what}: changes must be 'cdf' or a mapping with table and position, found {feed!r}",
+                                    display, raw.line_of("changes"), code="bad-value",
+                                    hint="write 'changes: cdf' (a Delta table with the Change Data Feed on) or "
+                                         "'changes: {table: db.t_changes, position: [changed_at]}'"))
         else:
             problems += check_keys(feed, _CHANGES_KEYS, display, f"{what} changes", required={"table", "position"})
             feed_position = _names(feed.get("position"))
@@ -228,6 +235,7 @@ def _source(raw: Any, display: str, list_line: int, problems: list[Problem]) -> 
         position=position or (),
         changes=changes,
         dictionary=bool(raw.get("dictionary")),
+        cdf=cdf,
         deleted=raw.get("deleted"),
         delay_seconds=delay or 0,
         depends_on=depends_on or (),

@@ -29,6 +29,8 @@ from .state import Claim, Offset, Position, StepLogRow, holder_is_gone
 NONE = "-"
 COLUMNS = (("topic", "topic"), ("last", "last"), ("next (in flight)", "next"), ("behind source", "behind"),
            ("age", "age"), ("rows", "rows"), ("holder", "holder"), ("state", "state"))
+# Input topics whose positions are Delta table versions (compiler.change_modes tags their state).
+_VERSION_MODES = {"versions": "diffed by time travel,", "cdf": "Change Data Feed read"}
 _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 
 
@@ -79,11 +81,12 @@ def topic_statuses(offsets: list[Offset], now: datetime) -> list[TopicStatus]:
 def topic_status(offset: Offset, now: datetime, batches: set[str]) -> TopicStatus:
     """One topic's status; ``batches`` are the topics whose positions are batch numbers."""
     batch = offset.topic in batches
+    unit = "version" if _json(offset.state).get("mode") in _VERSION_MODES else "batch"
     holder = holder_words(offset.hostid, offset.lease_expires) if offset.held_at(now) else NONE
     return TopicStatus(
         topic=offset.topic,
-        last=show_position(offset.last, batch),
-        next=show_position(offset.next, batch) if offset.in_flight else NONE,
+        last=show_position(offset.last, batch, unit),
+        next=show_position(offset.next, batch, unit) if offset.in_flight else NONE,
         behind=_behind(offset, batch),
         age=_age(offset, now, batch),
         rows=f"{offset.rows:,}",
@@ -147,6 +150,8 @@ def state_words(state: str, last: Position | None = None) -> str:
     'slot a, 5 rows + 0 in delta, moving to slot b (a build or compaction was interrupted: the next run redoes it)'
     >>> state_words('{"fingerprint": "20:5:9"}', (12,)), state_words("caught up"), state_words("")
     ('snapshot of batch 12', 'caught up', '-')
+    >>> state_words('{"mode": "versions"}', (7,)), state_words('{"mode": "cdf"}', (7,))
+    ('diffed by time travel, up to Delta version 7', 'Change Data Feed read up to Delta version 7')
     """
     data = _json(state)
     if "slot" in data:
@@ -157,23 +162,25 @@ def state_words(state: str, last: Position | None = None) -> str:
         return words
     if "fingerprint" in data:
         return f"snapshot of batch {last[0]}" if last else "no snapshot yet"
+    if data.get("mode") in _VERSION_MODES:
+        return f"{_VERSION_MODES[data['mode']]} up to Delta version {last[0]}" if last else "no version read yet"
     return state or NONE
 
 
-def show_position(position: Position | None, batch: bool = False) -> str:
+def show_position(position: Position | None, batch: bool = False, unit: str = "batch") -> str:
     """A position as users read it: ``-`` when unknown, timestamps as Spark prints them.
 
     >>> show_position(("2025-12-31T22:33:36", 525)), show_position(("2025-12-31 22:33:36.120000", 7))
     ('2025-12-31 22:33:36, 525', '2025-12-31 22:33:36.12, 7')
-    >>> show_position((12,), batch=True), show_position(()), show_position(None)
-    ('batch 12', 'no rows yet', '-')
+    >>> show_position((12,), batch=True), show_position(()), show_position(None), show_position((3,), True, "version")
+    ('batch 12', 'no rows yet', '-', 'version 3')
     """
     if position is None:
         return NONE
     if not position:
         return "no rows yet"
     if batch:
-        return f"batch {position[0]}"
+        return f"{unit} {position[0]}"
     return ", ".join(show_value(v) for v in position)
 
 
@@ -235,7 +242,8 @@ def batch_topics(offsets: Iterable[Offset]) -> set[str]:
     offsets = list(offsets)
     mvs = {o.topic.split(":")[0] for o in offsets if ":" in o.topic}
     mvs |= {o.topic for o in offsets if "slot" in _json(o.state)}
-    return mvs | {o.topic for o in offsets if "fingerprint" in _json(o.state) or o.topic.partition(":")[2] in mvs}
+    return mvs | {o.topic for o in offsets if "fingerprint" in _json(o.state) or o.topic.partition(":")[2] in mvs
+                  or _json(o.state).get("mode") in _VERSION_MODES}
 
 
 def _behind(offset: Offset, batch: bool) -> str:

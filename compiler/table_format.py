@@ -38,11 +38,21 @@ def using(table_format: str, properties: dict[str, str] | None = None) -> str:
 
 def is_delta_table(spark: "SparkSession", relation: str) -> bool:
     """Whether ``relation`` exists as a Delta table (not a view, not parquet)."""
+    return table_details(spark, relation)[0] == DELTA
+
+
+def table_details(spark: "SparkSession", relation: str) -> tuple[str | None, dict[str, str]]:
+    """How ``relation`` is stored (``delta``, ``parquet``, ``view``…; None if it does not exist)
+    and its table properties: one catalog call, no Spark job."""
     if not spark.catalog.tableExists(relation):
-        return False
+        return None, {}
     rows = spark.sql(f"DESCRIBE TABLE EXTENDED {relation}").collect()
     info = {r.col_name: (r.data_type or "") for r in rows}
-    return info.get("Provider", "").lower() == DELTA
+    if info.get("Type", "").upper() == "VIEW":
+        return "view", {}
+    pairs = info.get("Table Properties", "").strip("[]")
+    properties = dict(p.split("=", 1) for p in pairs.split(",") if "=" in p) if pairs else {}
+    return info.get("Provider", "").lower() or None, properties
 
 
 def delta_version(spark: "SparkSession", relation: str) -> int:

@@ -7,6 +7,10 @@ SQL and, for a fact waiting on its delay, the time its oldest pending row become
 run compares them first: if all are as recorded, the model is up to date and its runner returns
 before touching Spark, so a run with nothing to do does not even start a SparkSession.
 
+A Delta table is a directory too: each commit adds a file under its ``_delta_log/``, so any
+write (a MERGE, an OPTIMIZE, a VACUUM) changes the listing; a commit that changes no rows only
+costs a needless look by Spark.
+
 The listing is taken *before* the run reads the data, so a change that lands while it runs
 shows up as a different listing next time. Anything the check cannot see answers "don't know",
 and the runner asks Spark as before: a table that is not a directory on this machine's file
@@ -76,7 +80,7 @@ def mv_spec(plan: "MvPlan", definition: str) -> Spec:
     for info in plan.inputs.values():
         if info.mode == "mv":
             topics.append(info.id)
-        elif info.mode == "table":
+        elif info.mode == "table" and info.table_format != "delta":
             tables += [slot_table(info.relation, slot) for slot in SLOTS]
         else:
             tables += [info.relation, *([info.feed] if info.feed else [])]

@@ -202,6 +202,28 @@ def test_change_is_deterministic_for_state_and_seed(spark, changed):
     assert set(differences(spark, after).values()) == {0}
 
 
+def test_delta_tables_hold_the_same_rows_and_record_their_change_data_feed(spark, changed):
+    """On a delta target the sources are Delta tables with the Change Data Feed on, a batch
+    changes each one in one commit (a MERGE, or an append), and the rows are the parquet ones."""
+    from compiler.table_format import delta_version, table_details
+
+    on_parquet = snapshot(spark)
+    demo.init(spark, scale=SCALE, seed=SEED, table_format="delta")
+    before = {name: delta_version(spark, f"{demo.DATABASE}.{name}") for name in demo.SOURCES}
+    summary = demo.change(spark, fraction=FRACTION, seed=CHANGE_SEED)
+    assert set(differences(spark, on_parquet).values()) == {0}
+    for name in demo.SOURCES:
+        table_format, properties = table_details(spark, f"{demo.DATABASE}.{name}")
+        assert (table_format, properties.get("delta.enableChangeDataFeed")) == ("delta", "true"), name
+        moved = any(int(n) for n in re.findall(r"\d+", summary[name]))
+        assert delta_version(spark, f"{demo.DATABASE}.{name}") == before[name] + int(moved), name
+    feed = spark.sql(f"SELECT _change_type AS kind, count(*) AS n FROM table_changes('{demo.DATABASE}.prices', "
+                     f"{before['prices'] + 1}) GROUP BY _change_type").collect()
+    kinds = {row.kind: row.n for row in feed}
+    counts = dict(re.findall(r"([+~-])(\d+)", summary["prices"]))
+    assert kinds.get("delete", 0) == int(counts["-"]) and kinds.get("update_postimage", 0) == int(counts["~"])
+
+
 def test_next_batch_moves_positions_further(spark, changed):
     positions = {name: max_position(spark, name) for name in POSITIONS}
     feeds = {feed: table(spark, feed).localCheckpoint() for feed in demo.FEEDS.values()}

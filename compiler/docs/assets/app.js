@@ -632,7 +632,8 @@
   var MODES = {
     position: "columns of the table itself grow with every insert or update",
     changes: "a separate change feed holds the keys of changed rows",
-    dictionary: "a small table, diffed against the previous snapshot",
+    cdf: "the Delta table's own Change Data Feed, read between the table versions each batch saw",
+    dictionary: "a small table, diffed against the previous snapshot (parquet) or, by time travel, the version the last batch saw (Delta)",
   };
 
   function sourcePage(id) {

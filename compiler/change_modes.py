@@ -1,0 +1,438 @@
+"""How an MV batch sees the changes of one input: one class per change mode.
+
+A mode owns, for its input, the probe (what the input holds now), the up-to-date test, the
+``(last, next]`` range a batch plans, the changed-keys query it binds (its text derived at compile
+time by ``compiler.mv``) and what the input's topic keeps at the commit. ``compiler.refresh``
+asks the modes; it does not compare mode names.
+
+=================  ===========================================  =====================================
+mode               position kept in the offsets                 changed keys
+=================  ===========================================  =====================================
+``position``       newest ``position`` columns of the table      keys of rows in ``(last, next]``
+``changes``        newest position of the change feed table      keys of feed rows in ``(last, next]``
+``cdf``            the Delta table's version                     keys in its Change Data Feed, versions
+                                                                 ``last + 1`` to ``next``
+``mv``             the upstream MV's batch                       keys it published in ``(last, next]``
+snapshots          the batch of the snapshot last diffed         keys whose used columns differ between
+                                                                 two snapshots (parquet dictionaries, tables)
+versions           the Delta table's version                     the same diff, by time travel to ``last``
+                                                                 and ``next`` (Delta dictionaries, tables)
+=================  ===========================================  =====================================
+
+A dictionary (or ``table`` model input) is diffed by snapshots or by versions depending on how
+its table is stored, which for a source is known only when the run looks (``resolve``). Modes
+that keep versions tag the topic's state (``{"mode": "versions"}``), so a table that changed its
+format or its declared mode since the last commit is rebuilt rather than read with positions of
+another kind.
+
+Delta's history is not kept for ever: ``VACUUM`` removes the files of old versions (7 days by
+default) and log clean-up old commits (30 days). When the versions a batch needs are gone, the
+batch becomes a full build (``history_gone`` recognises the errors), which needs no history.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .errors import Problem, RunError
+from .mv import BATCH, InputInfo, MvPlan, diffed
+from .state import Offset, StateStore
+from .table_format import DELTA, delta_version, table_details
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+CDF_PROPERTY = "delta.enableChangeDataFeed"
+# Delta's error conditions for history a batch needs that is no longer there (or never was).
+_HISTORY_GONE = ("DELTA_MISSING_CHANGE_DATA", "DELTA_VERSION_NOT_FOUND", "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
+                 "DELTA_CDC_START_VERSION_AFTER_LATEST", "DELTA_FILE_NOT_FOUND", "FAILED_READ_FILE.FILE_NOT_EXIST",
+                 "DELTA_TIMESTAMP_GREATER_THAN_COMMIT", "DELTA_LOG_FILE_NOT_FOUND")
+
+
+@dataclass
+class Probe:
+    """What the inputs hold now: the newest position of each position, feed or version input
+    (encoded; None when empty) with its column types, and the fingerprint of each input diffed by
+    snapshots."""
+
+    positions: dict[str, tuple | None] = field(default_factory=dict)
+    types: dict[str, dict[str, str]] = field(default_factory=dict)
+    fingerprints: dict[str, str] = field(default_factory=dict)
+
+
+class Batch(Protocol):
+    """What a mode uses of the running batch (``compiler.refresh._Refresh``)."""
+
+    spark: "SparkSession"
+    plan: MvPlan
+    store: StateStore
+    probe: Probe
+    redo: bool
+
+    def _sql(self, name: str, **args: Any) -> "DataFrame": ...
+    def _spark_sql(self, text: str) -> None: ...
+    def _view(self, what: str, frame: "DataFrame") -> None: ...
+    def phase(self, name: str) -> None: ...
+
+
+class ChangeMode:
+    """One input's change detection. The base class is a position-like mode whose newest
+    position comes from elsewhere than a probe query (subclasses say where)."""
+
+    tag: str | None = None  # kept in the input topic's state; None for the modes that predate tags
+    words = ""  # how ``explain`` names it
+
+    def __init__(self, plan: MvPlan, input_id: str):
+        self.plan, self.input_id, self.info = plan, input_id, plan.inputs[input_id]
+
+    # -- what the input holds now ----------------------------------------------------------
+    def probe(self, run: Batch, last: tuple | None, column: str) -> "DataFrame | None":
+        """A one-row frame ``(input, <column>)`` for the batch's single probe query, or None
+        when the mode has nothing to ask there (it may fill ``run.probe`` itself)."""
+        return None
+
+    def read_probe(self, run: Batch, row: Any) -> None:
+        """Take this input's answer from the probe query's row."""
+
+    def current(self, run: Batch) -> tuple | None:
+        """The newest position seen (None: not known, or an input diffed by content)."""
+        return run.probe.positions.get(self.input_id)
+
+    # -- decisions -------------------------------------------------------------------------
+    def up_to_date(self, run: Batch, offset: Offset) -> bool:
+        """Whether the input cannot have changed since ``offset.last`` was committed."""
+        return self.current(run) == (tuple(offset.last) or None)
+
+    def rebuild_reason(self, run: Batch, offset: Offset) -> str | None:
+        """Why the committed position cannot be continued from (kept by another mode)."""
+        kept = _state(offset.state).get("mode")
+        if offset.last is not None and kept != self.tag:
+            return (f"{self.input_id} is now read by {self.words}, its offsets hold "
+                    f"{_KEPT.get(kept, kept)}")
+        return None
+
+    def next_position(self, run: Batch, offset: Offset, batch: int, fresh: bool) -> tuple:
+        """``next`` of this batch: the crashed try's when redoing it, else the newest position (an
+        empty input: a build reads it from the start later, a refresh keeps its ``last``)."""
+        if offset.in_flight and not fresh:
+            return tuple(offset.next)
+        return self.current(run) or (() if fresh else tuple(offset.last or ()))
+
+    # -- the batch -------------------------------------------------------------------------
+    def changes(self, run: Batch, batch: int, last: tuple, nxt: tuple) -> "DataFrame":
+        """The changed keys in ``(last, next]``, from the compiled ``changes:<input>`` query."""
+        return run._sql(f"changes:{self.input_id}", **self.position_args(run, last, nxt))
+
+    def position_args(self, run: Batch, last: tuple, nxt: tuple) -> dict[str, Any]:
+        types = run.probe.types.get(self.input_id)
+        if types is None:  # not probed (an upstream MV's change table)
+            types = {f.name.lower(): f.dataType.typeName() for f in run.spark.table(self.table).schema.fields}
+        args: dict[str, Any] = {"from_start": not last}
+        for i, column in enumerate(self.info.position):
+            args[f"last_{i}"] = decode(last[i], types.get(column.lower(), "")) if last else None
+            args[f"next_{i}"] = decode(nxt[i], types.get(column.lower(), ""))
+        return args
+
+    @property
+    def table(self) -> str:
+        """The table whose rows carry the positions."""
+        return self.info.relation
+
+    def build(self, run: Batch, batch: int) -> None:
+        """Before a full build: take what later batches diff against."""
+
+    def fingerprint_frame(self, run: Batch, batch: int, nxt: tuple) -> "DataFrame | None":
+        """A one-row ``(input, fingerprint)`` frame of what this batch kept, or None."""
+        return None
+
+    def state(self, fingerprint: str | None) -> str:
+        """The input topic's ``state`` at the commit."""
+        return json.dumps({"mode": self.tag}) if self.tag else ""
+
+    def after_commit(self, run: Batch, batch: int, last: tuple | None, nxt: tuple) -> None:
+        """Clean-up once the batch is committed."""
+
+
+class Positions(ChangeMode):
+    """``position``: monotonic columns of the table itself (``changes`` reads a feed table instead)."""
+
+    words = "position"
+
+    def probe(self, run: Batch, last: tuple | None, column: str) -> "DataFrame":
+        """The newest position, among the rows past ``last`` only when given (none: it is ``last``),
+        so Parquet's row-group statistics skip the old data. A rebuild asks for the true newest
+        (a source re-created with smaller positions must be read from the start)."""
+        from pyspark.sql import functions as F
+
+        table = run.spark.table(self.table)
+        run.probe.types[self.input_id] = types = {f.name.lower(): f.dataType.typeName() for f in table.schema.fields}
+        self.last, self.column = last, column
+        if last:
+            table = table.where(_after(table, self.info.position, last, types))
+        newest = F.max(F.struct(*[table[c] for c in self.info.position]))  # lexicographic, as the range is
+        return table.agg(newest.alias(column)).select(F.lit(self.input_id).alias("input"), column)
+
+    def read_probe(self, run: Batch, row: Any) -> None:
+        newest = row[self.column]
+        run.probe.positions[self.input_id] = tuple(encode(v) for v in newest) \
+            if newest is not None and newest[0] is not None else self.last
+
+
+class Feed(Positions):
+    """``changes: {table, position}``: a keys-only change feed; keys gone from the source are deletes."""
+
+    words = "change feed"
+
+    @property
+    def table(self) -> str:
+        return self.info.feed or self.info.relation
+
+
+class UpstreamMv(ChangeMode):
+    """An upstream ``mv``: the keys it published per batch (its ``__mvflow_changes`` table)."""
+
+    words = "upstream MV batches"
+
+    @property
+    def table(self) -> str:
+        return self.info.feed or self.info.relation
+
+    def current(self, run: Batch) -> tuple | None:
+        upstream = run.store.get(self.info.id)
+        return tuple(upstream.last) if upstream and upstream.last is not None else None
+
+    def up_to_date(self, run: Batch, offset: Offset) -> bool:
+        upstream = run.store.get(self.info.id)
+        return not (upstream is not None and upstream.last and tuple(upstream.last) != tuple(offset.last))
+
+
+class Snapshots(ChangeMode):
+    """A dictionary (or ``table`` model) stored as parquet: each batch that finds it changed takes
+    a snapshot of its used columns and diffs it against the last one. The probe fingerprints the
+    used columns (``fingerprint_frame``): the same fingerprint means no snapshot and no diff."""
+
+    words = "snapshot diff"
+
+    def probe(self, run: Batch, last: tuple | None, column: str) -> "DataFrame":
+        return fingerprint_frame(run.spark.table(self.info.relation), self.info.used_columns, self.input_id)
+
+    def read_probe(self, run: Batch, row: Any) -> None:
+        run.probe.fingerprints[self.input_id] = row["fingerprint"]
+
+    def current(self, run: Batch) -> tuple | None:
+        return None  # positions are batch numbers: a redo of the same batch covers the same content
+
+    def up_to_date(self, run: Batch, offset: Offset) -> bool:
+        stored = stored_fingerprint(offset.state)
+        return stored is not None and stored == run.probe.fingerprints.get(self.input_id)
+
+    def next_position(self, run: Batch, offset: Offset, batch: int, fresh: bool) -> tuple:
+        # Unchanged since the last commit (same fingerprint): keep its snapshot, skip the diff.
+        same = not fresh and offset.last and self.up_to_date(run, offset)
+        return tuple(offset.last) if same else (batch,)
+
+    def changes(self, run: Batch, batch: int, last: tuple, nxt: tuple) -> "DataFrame":
+        run._sql(f"snapshot:{self.input_id}", batch=batch)
+        run.phase("mv:snapshot-written")
+        return run._sql(f"changes:{self.input_id}", last=int(last[0]), next=int(nxt[0]))
+
+    def build(self, run: Batch, batch: int) -> None:
+        run._spark_sql(f"DROP TABLE IF EXISTS {self._snapshot}")
+        run._sql(f"create_snapshot:{self.input_id}", batch=batch)
+        run._sql(f"snapshot:{self.input_id}", batch=batch)
+
+    def fingerprint_frame(self, run: Batch, batch: int, nxt: tuple) -> "DataFrame | None":
+        """Of the snapshot itself, so that it describes exactly what was diffed."""
+        from pyspark.sql import functions as F
+
+        if tuple(nxt) != (batch,):
+            return None
+        snapshot = run.spark.table(self._snapshot).where(F.col(BATCH) == batch)
+        return fingerprint_frame(snapshot, self.info.used_columns, self.input_id)
+
+    def state(self, fingerprint: str | None) -> str:
+        return json.dumps({"fingerprint": fingerprint}) if fingerprint else ""
+
+    def after_commit(self, run: Batch, batch: int, last: tuple | None, nxt: tuple) -> None:
+        """Drop the snapshot partitions no later batch reads: the one diffed against, and one a
+        crashed try of this batch may have left when its redo kept the old."""
+        stale = {int(last[0])} if last and tuple(last) != tuple(nxt) else set()
+        if run.redo:
+            stale.add(batch)
+        stale = sorted(stale - {int(nxt[0])})
+        if stale:
+            partitions = ", ".join(f"PARTITION ({BATCH} = {n})" for n in stale)
+            run._spark_sql(f"ALTER TABLE {self._snapshot} DROP IF EXISTS {partitions}")
+
+    @property
+    def _snapshot(self) -> str:
+        return self.plan.table_name(f"snap_{self.info.slug}")
+
+
+class Versions(ChangeMode):
+    """Delta table versions: the newest version is the position (one read of the table's log),
+    so an unchanged version means no work without scanning anything."""
+
+    tag = "versions"
+
+    def probe(self, run: Batch, last: tuple | None, column: str) -> None:
+        version = delta_version(run.spark, self.info.relation)
+        run.probe.positions[self.input_id] = (version,) if version >= 0 else None
+        return None
+
+    def rebuild_reason(self, run: Batch, offset: Offset) -> str | None:
+        reason = super().rebuild_reason(run, offset)
+        current = self.current(run)
+        if reason is None and offset.last and current and current[0] < offset.last[0]:
+            reason = f"{self.input_id} was re-created (version {current[0]} < {offset.last[0]}, the last one read)"
+        return reason
+
+
+class DeltaVersions(Versions):
+    """A dictionary (or ``table`` model) stored as Delta: the changed keys are those whose used
+    columns differ between the table as of version ``last`` and as of ``next`` (time travel)."""
+
+    words = "time-travel diff of Delta versions"
+
+    def changes(self, run: Batch, batch: int, last: tuple, nxt: tuple) -> "DataFrame":
+        for which, version in (("last", last), ("next", nxt)):
+            frame = run.spark.read.option("versionAsOf", int(version[0])).table(self.info.relation)
+            run._view(f"as_of_{which}_{self.info.slug}", frame.select(*self.info.used_columns))
+        return run._sql(f"versions:{self.input_id}")
+
+
+class ChangeDataFeed(Versions):
+    """``changes: cdf``: the Delta table's own Change Data Feed. The changed keys are the distinct
+    keys of its change rows in versions ``last + 1`` to ``next`` (inserts, both images of an
+    update, deletes: a deleted key is gone from the table, a hard delete)."""
+
+    tag = "cdf"
+    words = "Change Data Feed"
+
+    def probe(self, run: Batch, last: tuple | None, column: str) -> None:
+        path, _, line = self.info.origin.rpartition(":")
+        problem = cdf_problem(run.spark, self.info.id, path or None, int(line) if line.isdigit() else None)
+        if problem is not None:
+            raise RunError(problem)
+        return super().probe(run, last, column)
+
+    def changes(self, run: Batch, batch: int, last: tuple, nxt: tuple) -> "DataFrame":
+        return run._sql(f"changes:{self.input_id}", first_version=int(last[0]) + 1, next_version=int(nxt[0]))
+
+
+_KEPT = {None: "positions or snapshot batches of another change mode", "versions": "Delta versions of a "
+         "time-travel diff", "cdf": "Delta versions of a Change Data Feed"}
+_MODES = {"position": Positions, "changes": Feed, "cdf": ChangeDataFeed, "mv": UpstreamMv}
+
+
+def resolve(spark: "SparkSession", plan: MvPlan) -> dict[str, ChangeMode]:
+    """The mode of every input of the MV. A diffed input is diffed by time travel when its table
+    is Delta (a model's format is in the plan; a source's table is looked at: one catalog call)."""
+    modes: dict[str, ChangeMode] = {}
+    for input_id, info in plan.inputs.items():
+        if diffed(info):
+            table_format = info.table_format or table_details(spark, info.relation)[0]
+            modes[input_id] = (DeltaVersions if table_format == DELTA else Snapshots)(plan, input_id)
+        else:
+            modes[input_id] = _MODES[info.mode](plan, input_id)
+    return modes
+
+
+def cdf_problem(spark: "SparkSession", source: str, path: str | None, line: int | None) -> Problem | None:
+    """Why the table of a ``changes: cdf`` source (declared at ``path:line``) cannot be read by its
+    Change Data Feed (None: it can): it must be a Delta table that records it."""
+    table_format, properties = table_details(spark, source)
+    where = {"path": path, "line": line}
+    if table_format is None:
+        return Problem(f"source {source} declares 'changes: cdf' but its table does not exist", **where,
+                       hint="create it as a Delta table with TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')",
+                       code="table-not-found")
+    if table_format != DELTA:
+        return Problem(f"source {source} declares 'changes: cdf' but its table is {table_format}, not Delta", **where,
+                       hint="the Change Data Feed is Delta Lake's: convert the table to Delta, or declare "
+                            "'position' or 'changes: {table, position}'", code="cdf-not-delta")
+    if properties.get(CDF_PROPERTY, "").lower() != "true":
+        return Problem(f"source {source} declares 'changes: cdf' but its Delta table does not record its Change Data "
+                       "Feed", **where, code="cdf-off",
+                       hint=f"ALTER TABLE {source} SET TBLPROPERTIES ('{CDF_PROPERTY}' = 'true'), then run "
+                            "with --full-refresh (versions before it have no change data)")
+    return None
+
+
+def history_gone(exc: BaseException) -> str | None:
+    """The Delta error condition of ``exc`` when it says that history a batch needs is gone
+    (vacuumed change data or versions, cleaned-up log) or was never recorded; else None."""
+    condition = getattr(exc, "getCondition", lambda: None)() or ""
+    text = str(exc)
+    return next((c for c in _HISTORY_GONE if c == condition or f"[{c}]" in text), None)
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def fingerprint_frame(frame: "DataFrame", columns: tuple[str, ...], input_id: str) -> "DataFrame":
+    """One row ``(input, fingerprint)``: row count and two independent hash sums of the used
+    columns (each paired with its null flag, so a null cannot shift into a neighbour)."""
+    from pyspark.sql import functions as F
+
+    args = [x for c in columns for x in (F.col(c), F.isnull(F.col(c)))]
+    wide = "decimal(38,0)"
+    text = F.concat_ws(":", F.count(F.lit(1)).cast("string"),
+                       F.coalesce(F.sum(F.xxhash64(*args).cast(wide)).cast("string"), F.lit("")),
+                       F.coalesce(F.sum(F.hash(*args).cast(wide)).cast("string"), F.lit("")))
+    return frame.agg(text.alias("fingerprint")).select(F.lit(input_id).alias("input"), "fingerprint")
+
+
+def stored_fingerprint(state: str) -> str | None:
+    value = _state(state).get("fingerprint")
+    return value if isinstance(value, str) else None
+
+
+def _state(state: str) -> dict:
+    try:
+        data = json.loads(state) if state else {}
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _after(frame: "DataFrame", columns: tuple[str, ...], last: tuple, types: dict[str, str]) -> Any:
+    """Rows whose position is past ``last`` (lexicographic over the position columns)."""
+    values = [decode(v, types.get(c.lower(), "")) for c, v in zip(columns, last)]
+    condition = None
+    for column, value in reversed(list(zip(columns, values))):
+        later = frame[column] > value
+        condition = later if condition is None else later | ((frame[column] == value) & condition)
+    return condition
+
+
+def encode(value: Any) -> Any:
+    """A position value as JSON (timestamps and dates as ISO strings, decimals as strings).
+
+    >>> encode(datetime(2026, 1, 1, 12, 30)), encode(Decimal("1.50")), encode(7)
+    ('2026-01-01T12:30:00', '1.50', 7)
+    """
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    return value
+
+
+def decode(value: Any, type_name: str) -> Any:
+    """A stored position value back to the Python type Spark binds for the column's type.
+
+    >>> decode("2026-01-01T12:30:00", "timestamp"), decode("1.50", "decimal(12,2)")
+    (datetime.datetime(2026, 1, 1, 12, 30), Decimal('1.50'))
+    """
+    if value is None:
+        return None
+    if type_name.startswith("timestamp"):
+        return datetime.fromisoformat(value)
+    if type_name == "date":
+        return date.fromisoformat(value)
+    if type_name.startswith("decimal"):
+        return Decimal(value)
+    return value

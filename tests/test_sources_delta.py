@@ -1,0 +1,243 @@
+"""Sources on Delta Lake (compiler.change_modes): the Change Data Feed as a change mode
+(``changes: cdf``), ``position`` sources stored as Delta, dictionaries diffed by time travel
+instead of snapshots, beside parquet sources in the same MV. Oracle: after every batch the MV
+equals a full recomputation of its SELECT, also after a crash with new versions landing before
+the redo, and after the history a batch needs was vacuumed away (a full build instead).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from compiler.compile import compile_project
+from compiler.errors import RunError
+from compiler.phases import Crash, crash_at
+from compiler.project import load_project
+from compiler.refresh import run_mv
+from compiler.table_format import delta_version, table_details
+
+sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
+from mv_world import KEYS, SCHEMAS, World, seed  # noqa: E402
+
+# offers: position on Delta; warehouses and prices: the Change Data Feed (hard deletes);
+# regions and categories: Delta dictionaries (time travel); shops and settings stay parquet.
+DELTA_TABLES = ("offers", "warehouses", "prices", "regions", "categories")
+LINEAGE = """
+sources:
+  - {{name: offers, database: {db}, primary_key: [id], position: [ts, seq], deleted: deleted}}
+  - {{name: shops, database: {db}, primary_key: [id], position: [v], deleted: deleted}}
+  - {{name: warehouses, database: {db}, primary_key: [id], changes: cdf}}
+  - {{name: regions, database: {db}, primary_key: [id], dictionary: true}}
+  - {{name: categories, database: {db}, primary_key: [id], dictionary: true}}
+  - name: prices
+    database: {db}
+    primary_key: [offer_id, kind]
+    changes: cdf
+  - {{name: settings, database: {db}, primary_key: [name], dictionary: true}}
+"""
+
+
+class DeltaWorld(World):
+    """The MV oracle world with some sources as Delta tables (Change Data Feed on). A flush
+    applies each Delta table's changes with one MERGE, so its feed holds exactly those rows."""
+
+    def __init__(self, spark, root: Path, cdf: bool = True):
+        super().__init__(spark, root)
+        self.cdf = cdf
+        (root / "lineage/t.yml").write_text(LINEAGE.format(db=self.db))
+        self.manifest = compile_project(load_project(root))
+
+    def flush(self) -> None:
+        for table in sorted(self.dirty):
+            if table not in DELTA_TABLES:
+                continue
+            name = f"{self.db}.{table}"
+            frame = self.spark.createDataFrame(list(self.rows[table].values()), SCHEMAS[table])
+            if not self.spark.catalog.tableExists(name):
+                properties = ", ".join(["'delta.enableDeletionVectors' = 'true'",
+                                        *(["'delta.enableChangeDataFeed' = 'true'"] if self.cdf else [])])
+                self.spark.sql(f"CREATE TABLE {name} ({SCHEMAS[table]}) USING delta TBLPROPERTIES ({properties})")
+            view = f"{self.db}_{table}_rows"
+            frame.createOrReplaceTempView(view)
+            columns = [c.split()[0] for c in SCHEMAS[table].split(", ")]
+            on = " AND ".join(f"t.{k} = s.{k}" for k in KEYS[table])
+            differ = " OR ".join(f"NOT (t.{c} <=> s.{c})" for c in columns)
+            self.spark.sql(f"MERGE INTO {name} AS t USING {view} AS s ON {on} "
+                           f"WHEN MATCHED AND ({differ}) THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT * "
+                           f"WHEN NOT MATCHED BY SOURCE THEN DELETE")
+            self.spark.catalog.dropTempView(view)
+        self.dirty -= set(DELTA_TABLES)
+        super().flush()
+
+    def short(self, outcome) -> dict[str, int]:
+        return {k.split(".")[-1]: v for k, v in outcome.changed.items() if v}
+
+
+@pytest.fixture
+def world(spark, tmp_path):
+    w = DeltaWorld(spark, tmp_path)
+    seed(w)
+    outcome = w.refresh()
+    assert outcome.mode == "build", outcome
+    w.check()
+    return w
+
+
+def change(world: DeltaWorld, rng: random.Random) -> None:
+    """A few random edits over every input, Delta and parquet, hard deletes included."""
+    operations = [
+        lambda: world.put("offers", id=rng.randint(1, 9), shop_id=rng.choice([100, 200, 300]), cat_id=rng.choice([7, 8, None]),
+                          title=f"o{rng.randint(0, 99)}", note="n", status=rng.choice(["active", "hidden"]), deleted=False),
+        lambda: world.delete("offers", rng.randint(1, 9)),
+        lambda: world.put("shops", id=rng.choice([100, 200, 300]), name=f"s{rng.randint(0, 99)}", wh_id=rng.choice([10, 20, 30]),
+                          rating=rng.randint(1, 5), deleted=False),
+        lambda: world.put("warehouses", id=rng.choice([10, 20, 30]), name=f"w{rng.randint(0, 99)}", region_id=rng.choice([1, 2, 3])),
+        lambda: world.delete("warehouses", rng.choice([20, 30])),
+        lambda: world.put("regions", id=rng.choice([1, 2, 3]), name=rng.choice("NSEW")),
+        lambda: world.delete("regions", rng.choice([2, 3])),
+        lambda: world.put("categories", id=rng.choice([7, 8]), name=f"c{rng.randint(0, 99)}", note="x"),
+        lambda: world.put("prices", offer_id=rng.randint(1, 9), kind="retail", price=Decimal(rng.choice(["1.00", "2.50"]))),
+        lambda: world.delete("prices", rng.randint(1, 9), "retail"),
+        lambda: world.put("settings", name="currency", value=rng.choice(["EUR", "USD"])),
+    ]
+    for _ in range(4):
+        rng.choice(operations)()
+
+
+def test_cdf_and_time_travel_refresh_by_key_and_match_a_recomputation(world):
+    plan_tables = {r.tableName for r in world.spark.sql(f"SHOW TABLES IN {world.db}").collect()}
+    assert any(t.endswith("snap_" + world.db + "_settings") for t in plan_tables)       # parquet: snapshots
+    assert not any("snap_" + world.db + "_categories" in t for t in plan_tables)        # Delta: time travel
+    assert table_details(world.spark, f"{world.db}.prices")[0] == "delta"
+
+    world.put("prices", offer_id=3, kind="retail", price=Decimal("9.99"))    # CDF: an update
+    world.delete("prices", 1, "retail")                                       # CDF: a hard delete
+    world.put("warehouses", id=20, name="W20b")                               # CDF, two hops
+    world.put("categories", id=7, name="Novels")                              # time travel
+    world.put("offers", id=2, title="renamed")                                # position on Delta
+    outcome = world.refresh()
+    assert outcome.mode == "refresh", outcome
+    assert world.short(outcome) == {"prices": 2, "warehouses": 1, "categories": 1, "offers": 1}
+    world.check()
+
+    world.delete("warehouses", 20)                                            # rows of shop 200 vanish
+    world.delete("regions", 1)                                                # a dictionary row deleted
+    world.put("categories", id=8, note="unused")                              # a column the MV does not read
+    outcome = world.refresh()
+    assert world.short(outcome) == {"warehouses": 1, "regions": 1}, outcome
+    world.check()
+
+    assert world.refresh().reason == "up to date"                             # same versions: no scan
+    rng = random.Random(5)
+    for _ in range(3):
+        change(world, rng)
+        assert world.refresh().mode in ("refresh", "noop")
+        world.check()
+
+
+def test_crash_with_new_versions_before_the_redo(world):
+    rng = random.Random(8)
+    for phase in ("mv:next-written", "mv:changed-keys", "mv:delta-written", "mv:published"):
+        change(world, rng)
+        world.put("prices", offer_id=2, kind="retail", price=Decimal(f"{rng.randint(1, 99)}.00"))
+        world.put("categories", id=8, name=f"g{rng.randint(0, 99)}", note="y")
+        with pytest.raises(Crash):
+            world.refresh(phase=crash_at(phase))
+        change(world, rng)                                                    # new versions land first
+        world.put("regions", id=2, name=f"r{rng.randint(0, 99)}")
+        redo = world.refresh()
+        assert redo.redo and not redo.covered, redo                           # the planned versions only
+        assert world.refresh().covered
+        world.check()
+
+
+def test_missing_change_data_falls_back_to_a_full_build(world):
+    # A version written while the feed was off has no change data (as one whose change files
+    # VACUUM removed): the batch that needs it becomes a full build, which needs no history.
+    prices = f"{world.db}.prices"
+    world.spark.sql(f"ALTER TABLE {prices} SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'false')")
+    world.put("prices", offer_id=3, kind="retail", price=Decimal("1.11"))
+    world.flush()
+    world.spark.sql(f"ALTER TABLE {prices} SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
+    outcome = world.refresh()
+    assert outcome.mode == "build" and "history" in outcome.reason, outcome
+    world.check()
+    world.put("prices", offer_id=5, kind="retail", price=Decimal("5.55"))  # and goes on by key
+    assert world.short(world.refresh()) == {"prices": 1}
+    world.check()
+
+
+def test_bad_cdf_declarations_fail_naming_the_yaml_line(spark, tmp_path):
+    from compiler.drift import check_sources
+
+    world = DeltaWorld(spark, tmp_path, cdf=False)                 # Delta tables without their feed
+    seed(world)
+    world.flush()
+    with pytest.raises(RunError) as error:
+        world.refresh()
+    text = error.value.problems[0].format()
+    assert text.startswith("lineage/t.yml:") and "[cdf-off]" in text and "enableChangeDataFeed" in text, text
+    with pytest.raises(RunError) as error:
+        check_sources(spark, world.manifest, ["wide"])            # at the start of a run, both sources
+    assert sorted(p.code for p in error.value.problems) == ["cdf-off", "cdf-off"]
+
+    spark.sql(f"DROP TABLE {world.db}.prices")
+    spark.sql(f"CREATE TABLE {world.db}.prices ({SCHEMAS['prices']}) USING parquet")
+    with pytest.raises(RunError) as error:
+        check_sources(spark, world.manifest, ["wide"])
+    codes = {p.code: p for p in error.value.problems}
+    assert set(codes) == {"cdf-off", "cdf-not-delta"}
+    line = (world.root / "lineage/t.yml").read_text().splitlines().index("  - name: prices") + 1
+    assert codes["cdf-not-delta"].line == line and "not Delta" in codes["cdf-not-delta"].message
+
+
+def test_the_watch_sees_a_delta_commit(world):
+    def run():
+        world.flush()
+        result = run_mv(world.spark, world.manifest, world.manifest.models["wide"], world.store, file_check=True)
+        assert result.status == "success", result.message
+        return result.message
+
+    run()                                                          # records the watch
+    assert run().startswith("up to date (no input file")
+    before = delta_version(world.spark, f"{world.db}.categories")
+    world.put("categories", id=7, name="Watched")                  # one MERGE: a new file in _delta_log/
+    assert "keys refreshed" in run()
+    assert delta_version(world.spark, f"{world.db}.categories") == before + 1
+    world.check()
+    assert run().startswith("up to date (no input file")
+
+
+def test_cdf_declaration_compiles_to_table_changes_and_a_bad_one_names_its_line(make_project):
+    from compiler.errors import ProjectError
+    from compiler.mv import derive, mode_words, mv_plan
+    from compiler.sources import load_sources
+
+    files = {
+        "lineage/s.yml": """
+            sources:
+              - {name: o, database: d, primary_key: [id], changes: cdf}
+              - {name: c, database: d, primary_key: [id], dictionary: true}
+            """,
+        "models/m.sql": "{{ config(materialized='mv') }}\n"
+                        "SELECT o.id, c.name FROM {{ source('d', 'o') }} AS o LEFT JOIN {{ source('d', 'c') }} AS c ON c.id = o.cid",
+    }
+    manifest = compile_project(load_project(make_project(files)))
+    plan = mv_plan(manifest.models["m"], manifest)
+    queries = derive(plan).queries
+    assert "TABLE_CHANGES('d.o', :first_version, :next_version)" in queries["changes:d.o"]
+    # a source's format is known only at run time: both ways of diffing a dictionary are derived
+    assert {"changes:d.c", "snapshot:d.c", "versions:d.c"} <= set(queries)
+    assert "mvflow_m_as_of_last_d_c" in queries["versions:d.c"]
+    assert mode_words(plan.inputs["d.o"]).startswith("cdf, the Delta table's Change Data Feed")
+
+    bad = make_project({"lineage/s.yml": "sources:\n  - name: o\n    database: d\n    primary_key: [id]\n    changes: kafka\n"})
+    with pytest.raises(ProjectError) as error:
+        load_sources(load_project(bad))
+    problem = error.value.problems[0]
+    assert (problem.line, problem.code) == (5, "bad-value") and "changes: cdf" in problem.hint
