@@ -33,9 +33,11 @@ batch becomes a full build (``history_gone`` recognises the errors), which needs
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import Problem, RunError
@@ -49,8 +51,9 @@ if TYPE_CHECKING:
 CDF_PROPERTY = "delta.enableChangeDataFeed"
 # Delta's error conditions for history a batch needs that is no longer there (or never was).
 _HISTORY_GONE = ("DELTA_MISSING_CHANGE_DATA", "DELTA_VERSION_NOT_FOUND", "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
-                 "DELTA_CDC_START_VERSION_AFTER_LATEST", "DELTA_FILE_NOT_FOUND", "FAILED_READ_FILE.FILE_NOT_EXIST",
-                 "DELTA_TIMESTAMP_GREATER_THAN_COMMIT", "DELTA_LOG_FILE_NOT_FOUND")
+                 "DELTA_CDC_START_VERSION_AFTER_LATEST", "DELTA_FILE_NOT_FOUND", "DELTA_LOG_FILE_NOT_FOUND")
+# A data file gone from under a read: history only when the file was a Delta table's (vacuumed).
+_FILE_GONE = "FAILED_READ_FILE.FILE_NOT_EXIST"
 
 
 @dataclass
@@ -365,10 +368,30 @@ def cdf_problem(spark: "SparkSession", source: str, path: str | None, line: int 
 
 def history_gone(exc: BaseException) -> str | None:
     """The Delta error condition of ``exc`` when it says that history a batch needs is gone
-    (vacuumed change data or versions, cleaned-up log) or was never recorded; else None."""
+    (vacuumed change data or versions, cleaned-up log) or was never recorded; else None.
+
+    >>> history_gone(Exception("[DELTA_MISSING_CHANGE_DATA] Error getting change data for range [1 , 1]"))
+    'DELTA_MISSING_CHANGE_DATA'
+    >>> history_gone(Exception("[FAILED_READ_FILE.FILE_NOT_EXIST] file:/w/t/part-0.parquet")) is None
+    True
+    """
     condition = getattr(exc, "getCondition", lambda: None)() or ""
     text = str(exc)
-    return next((c for c in _HISTORY_GONE if c == condition or f"[{c}]" in text), None)
+    found = next((c for c in _HISTORY_GONE if c == condition or f"[{c}]" in text), None)
+    if found is None and (condition == _FILE_GONE or f"[{_FILE_GONE}]" in text) and _names_delta_file(text):
+        found = _FILE_GONE
+    return found
+
+
+def _names_delta_file(text: str) -> bool:
+    """Whether an error names a file of a Delta table (its change data, or a directory beside a
+    ``_delta_log``) on this machine's file system."""
+    if "/_change_data/" in text:
+        return True
+    for match in re.finditer(r"file:(/[^\s'\"\]]+)", text):
+        if any((parent / "_delta_log").is_dir() for parent in Path(match.group(1)).parents):
+            return True
+    return False
 
 
 # -- helpers ---------------------------------------------------------------------------------
