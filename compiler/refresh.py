@@ -363,7 +363,7 @@ class _Refresh:
             gone = history_gone(exc)
             if gone is None:
                 raise
-            reason = f"the Delta history this batch needs is gone ({gone}: VACUUM or log retention)"
+            reason = f"the Delta history this batch needs is not available ({gone}: vacuumed, cleaned up or never recorded)"
             self.echo(f"{self.plan.name}: {reason}, switching to a full build")
             self._drop_views()
             return self._build(batch, state, self._plan_ranges(batch, fresh=True), reason)
