@@ -880,6 +880,20 @@ def affected_keys_query(plan: MvPlan) -> exp.Query:
     return _union(queries, distinct=True) if len(queries) > 1 else queries[0].distinct(copy=False)
 
 
+def chunk_query(plan: MvPlan, part: Part) -> exp.Select:
+    """The affected main keys of ``part`` whose MV key falls in chunk ``:chunk`` of ``:chunks``
+    (a chunked refresh, ``compiler.strategy``): the MV keys split by a hash of their values.
+
+    >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
+    ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))})
+    >>> print(chunk_query(plan, plan.parts[0]).sql(dialect="spark"))
+    SELECT * FROM mvflow_mv_affected_all_p0 AS o WHERE PMOD(HASH(o.id), :chunks) = :chunk
+    """
+    hashed = exp.func("pmod", exp.func("hash", *[e.copy() for e in part.key_exprs]), exp.Placeholder(this="chunks"))
+    return (exp.select("*").from_(_table(plan.view_name(f"affected_all_p{part.index}"), part.main_alias))
+            .where(hashed.eq(exp.Placeholder(this="chunk"))))
+
+
 def delta_query(plan: MvPlan) -> exp.Select:
     """One delta row per affected key: the recomputed row, or a tombstone when it is gone."""
     columns = [exp.column(c, "a" if c in plan.key else "r") for c in plan.all_columns]
@@ -1013,6 +1027,8 @@ def derive(plan: MvPlan) -> Derived:
             if query is not None:
                 q[f"{name}:p{part.index}"] = pretty(query)
     q["stored"] = pretty(stored_query(plan))
+    for part in plan.parts:
+        q[f"chunk:p{part.index}"] = pretty(chunk_query(plan, part))
     q["keys"] = pretty(affected_keys_query(plan))
     q["build_base"] = f"CREATE TABLE {base}\nUSING parquet\nAS\n{q['full']}"
     q["create_delta"] = (f"CREATE TABLE {delta}\nUSING parquet\nPARTITIONED BY ({BATCH})\nAS\n"
@@ -1051,11 +1067,12 @@ def input_paths(plan: MvPlan) -> dict[str, dict]:
     return result
 
 
-def explain(plan: MvPlan) -> str:
-    """A readable account of what mvflow derived for an MV (``mvflow explain``)."""
+def explain(plan: MvPlan, notes: Iterable[str] = ()) -> str:
+    """A readable account of what mvflow derived for an MV (``mvflow explain``); ``notes`` are
+    lines said after the key (the refresh strategy and its estimates, ``compiler.strategy``)."""
     lines = [f"mv {plan.name} ({plan.relation}) from {plan.path}",
              f"  unique key: {', '.join(plan.key)}",
-             f"  hidden key columns: {', '.join(plan.hidden) or '(none)'}"]
+             f"  hidden key columns: {', '.join(plan.hidden) or '(none)'}", *notes]
     for part in plan.parts:
         disc = f", discriminator {part.discriminator[0]} = {part.discriminator[1].sql(dialect='spark')}" if part.discriminator else ""
         lines.append(f"  part {part.index}: main {part.main_input} AS {part.main_alias} (key {', '.join(part.main_key)}){disc}")

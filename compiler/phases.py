@@ -32,9 +32,11 @@ MV_PHASES = (
     "mv:snapshot-written",     # a changed dictionary's snapshot taken for this batch
     "mv:changed-keys",         # the changed keys of every input checkpointed
     "mv:affected-keys",        # the affected MV keys checkpointed
-    "mv:fanout-guard",         # too many affected keys: about to switch to a full build
+    "mv:fanout-guard",         # the strategy chose a full build (compiler.strategy): about to switch to it
     "mv:delta-written",        # the recomputed rows and tombstones written to the delta
     "mv:published",            # the refreshed keys published for MVs stacked on this one
+    "mv:chunk-written",        # a chunked batch: one chunk written and published, not yet recorded
+    "mv:chunk-recorded",       # a chunked batch: the chunk recorded in the MV topic's state (resume point)
     "mv:committed",            # every topic committed in one transaction
     "mv:step-logged",          # the step log row written
     "mv:snapshots-dropped",    # snapshot partitions no later batch reads dropped

@@ -37,6 +37,8 @@ class Result:
     rows: int | None = None
     message: str = ""
     started_at: str = ""
+    strategy: str | None = None  # an mv batch: incremental | chunked | full (``compiler.strategy``)
+    estimates: dict | None = None  # an mv batch: the decision's figures (``Decision.to_dict``)
 
 
 @dataclass

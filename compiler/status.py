@@ -145,6 +145,8 @@ def state_words(state: str, last: Position | None = None) -> str:
     'slot a, 10,000 rows + 120 in delta'
     >>> state_words('{"base_rows": 5, "delta_rows": 0, "slot": "a", "swapping": "b"}')
     'slot a, 5 rows + 0 in delta, moving to slot b (a build or compaction was interrupted: the next run redoes it)'
+    >>> state_words('{"base_rows": 5, "delta_rows": 4, "slot": "a", "chunked": {"batch": 7, "chunks": 8, "done": 3}}')
+    'slot a, 5 rows + 4 in delta, chunked batch 7: 3 of 8 chunks written (the next run resumes it)'
     >>> state_words('{"fingerprint": "20:5:9"}', (12,)), state_words("caught up"), state_words("")
     ('snapshot of batch 12', 'caught up', '-')
     """
@@ -154,6 +156,9 @@ def state_words(state: str, last: Position | None = None) -> str:
         words = f"slot {mv.slot or '(none)'}, {mv.base_rows:,} rows + {mv.delta_rows:,} in delta"
         if mv.swapping:
             words += f", moving to slot {mv.swapping} (a build or compaction was interrupted: the next run redoes it)"
+        if mv.chunked:
+            words += (f", chunked batch {mv.chunked.get('batch')}: {mv.chunked.get('done')} of {mv.chunked.get('chunks')} "
+                      "chunks written (the next run resumes it)")
         return words
     if "fingerprint" in data:
         return f"snapshot of batch {last[0]}" if last else "no snapshot yet"

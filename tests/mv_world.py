@@ -49,7 +49,7 @@ sources:
 """
 
 WIDE = """
-{{{{ config(materialized='mv', schema='{db}', fanout_threshold=100, compact_threshold=100) }}}}
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
 SELECT
   o.id,
   o.title,

@@ -1,5 +1,5 @@
 """The kill-point suite: the runner crashes at every named phase of an MV batch (refresh, full
-build, compaction, fan-out guard) and of a fact step (``compiler.phases``); in every other case
+build, compaction, a switch to a full build, a chunked refresh) and of a fact step (``compiler.phases``); in every other case
 new source changes land between the crash and the redo. After the redo and one more run (both
 through the runners, file check included, as ``mvflow run`` runs them) the MV equals a full
 recomputation of its SELECT and the fact has every row once.
@@ -29,11 +29,13 @@ from compiler.verify import verify_model
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
 from mv_world import WIDE, World, seed  # noqa: E402
 
-REFRESH = [p for p in MV_PHASES if not p.startswith("mv:build-") and p != "mv:fanout-guard"]
+CHUNK = [p for p in MV_PHASES if p.startswith("mv:chunk-")]
+REFRESH = [p for p in MV_PHASES if not p.startswith("mv:build-") and p != "mv:fanout-guard" and p not in CHUNK]
 BUILD = ["mv:leased", "mv:probed", "mv:next-written", *[p for p in MV_PHASES if p.startswith("mv:build-")],
          "mv:committed", "mv:step-logged", "mv:snapshots-dropped"]
 CASES = ([("refresh", p) for p in REFRESH] + [("build", p) for p in BUILD]
          + [("fanout", "mv:fanout-guard"), ("fanout", "mv:build-base-written")]
+         + [("chunked", p) for p in CHUNK] + [("chunked", "mv:delta-written"), ("chunked", "mv:committed")]
          + [("fact", p) for p in FACT_PHASES])
 
 FACT_LINEAGE = """
@@ -61,7 +63,9 @@ class Rig:
 
     def __init__(self, spark, root: Path):
         models = {"wide": WIDE.replace("compact_threshold=100", "compact_threshold=0"),  # compacts every batch
-                  "fan": WIDE.replace("fanout_threshold=100", "fanout_threshold=0")}      # every refresh is a build
+                  "fan": WIDE.replace("strategy='incremental'", "strategy='full'"),       # every refresh is a build
+                  # every refresh in chunks of about 2 keys (a crash at the first of a phase is in chunk 1)
+                  "chunk": WIDE.replace("strategy='incremental'", "strategy='chunked', chunk_keys=2")}
         self.world = World(spark, root, models)
         (root / "lineage/events.yml").write_text(FACT_LINEAGE.format(db=self.world.db))
         (root / "models/ev.sql").write_text(FACT.format(db=self.world.db))
@@ -131,7 +135,7 @@ class Rig:
 @pytest.fixture(scope="module")
 def rig(spark, tmp_path_factory):
     rig = Rig(spark, tmp_path_factory.mktemp("killpoints"))
-    for name in ("wide", "fan", "ev"):
+    for name in ("wide", "fan", "chunk", "ev"):
         rig.add_events(3)
         result = rig.run(name)
         assert result.status == "success", result.message
@@ -147,10 +151,11 @@ def test_at_least_thirty_distinct_kill_points():
 @pytest.mark.parametrize("index, case", list(enumerate(CASES)), ids=[f"{s}-{p}" for s, p in CASES])
 def test_crash_at_phase_then_redo_and_verify(rig, index, case):
     scenario, phase = case
-    name = {"refresh": "wide", "build": "wide", "fanout": "fan", "fact": "ev"}[scenario]
+    name = {"refresh": "wide", "build": "wide", "fanout": "fan", "chunked": "chunk", "fact": "ev"}[scenario]
     rig.change()
     with pytest.raises(Crash):
-        rig.run(name, full_refresh=scenario == "build", phase=crash_at(phase))
+        # a chunked batch: mv:chunk-written in its second chunk (the first is recorded: resumed at the second)
+        rig.run(name, full_refresh=scenario == "build", phase=crash_at(phase, 2 if phase == "mv:chunk-written" else 1))
     if index % 2:
         rig.change()  # new changes land before the redo
 
