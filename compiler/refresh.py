@@ -253,6 +253,7 @@ class _Refresh:
         self.span = 1  # batch numbers the batch takes: a chunked batch writes chunk i as batch + i
         self.resume = False  # a chunked batch resumed after a crash: ranges and snapshots as planned then
         self.affected_parts: dict[int, "DataFrame"] = {}
+        self.kept_fingerprints: dict[str, str | None] = {}  # each diffed input's fingerprint at the last commit
 
     # -- orchestration -------------------------------------------------------------------
     def execute(self, full_refresh: bool) -> Outcome:
@@ -360,12 +361,14 @@ class _Refresh:
     def _fingerprints(self, batch: int, ranges: dict) -> dict[str, str]:
         """Fingerprints of the snapshots the batch diffed (stored in each input topic's state at
         the commit), computed from the snapshot itself so they describe exactly what was diffed;
-        an input whose snapshot was not retaken keeps the fingerprint it was found unchanged by."""
+        an input whose snapshot was not retaken keeps the fingerprint it has (a resumed chunked
+        batch keeps the snapshot of its first try, even when the probe now finds other contents)."""
         if self.snapshot_fingerprints is None:
             frames = self._snapshot_fingerprint_frames(batch, ranges)
             self.snapshot_fingerprints = {row["input"]: row["fingerprint"]
                                           for row in (_union_all(frames).collect() if frames else [])}
-        found = {**{i: f for i, f in self.probe.fingerprints.items() if i in ranges}, **self.snapshot_fingerprints}
+        kept = {i: f for i, f in self.kept_fingerprints.items() if f is not None and i in ranges}
+        found = {**{i: f for i, f in self.probe.fingerprints.items() if i in ranges}, **kept, **self.snapshot_fingerprints}
         return {input_id: json.dumps({"fingerprint": fingerprint}) for input_id, fingerprint in found.items()}
 
     def _snapshot_fingerprint_frames(self, batch: int, ranges: dict) -> list["DataFrame"]:
@@ -385,7 +388,8 @@ class _Refresh:
         for input_id, info in self.plan.inputs.items():
             topic = self.plan.topic(input_id)
             offset = self.store.get(topic) or Offset(topic)
-            unchanged = diffed(info) and _stored_fingerprint(offset.state) == self.probe.fingerprints.get(input_id)
+            self.kept_fingerprints[input_id] = _stored_fingerprint(offset.state) if diffed(info) else None
+            unchanged = diffed(info) and self.kept_fingerprints[input_id] == self.probe.fingerprints.get(input_id)
             current = None if diffed(info) else self._current_position(input_id)
             ranges[input_id] = input_range(batch, fresh, offset.last, offset.next, offset.in_flight, diffed(info),
                                            unchanged, current, resume=self.resume and not fresh)

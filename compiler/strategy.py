@@ -306,9 +306,9 @@ def explain_lines(kind: MvKind, history: Sequence[Run], rows: int | None) -> lis
     if not history:
         return lines + ["  cost model: no batch recorded yet"]
     m = cost_model(history, kind.fanout_threshold)
-    keyed = (f"by key {_seconds(m.refresh_fixed)} + {m.per_key * 1000:.3g} ms/key ({m.refresh_from})"
+    keyed = (f"by key {_seconds(m.refresh_fixed)} + {_rate(m.per_key, 'key')} ({m.refresh_from})"
              if m.per_key is not None and m.refresh_fixed is not None else f"by key: {m.refresh_from}")
-    built = (f"full build {_seconds(m.build_fixed)} + {m.per_row * 1000:.3g} ms/row ({m.build_from})"
+    built = (f"full build {_seconds(m.build_fixed)} + {_rate(m.per_row, 'row')} ({m.build_from})"
              if m.per_row is not None and m.build_fixed is not None else f"full build: {m.build_from}")
     lines.append(f"  cost model: {keyed}; {built}")
     full = m.full(rows) if rows is not None else None
@@ -336,6 +336,14 @@ def _fit(points: list[tuple[float, float]], prior_slope: float | None) -> tuple[
 
 def _count(n: int, what: str) -> str:
     return f"{n} {what}" + ("" if n == 1 else "es" if what.endswith("sh") else "s")
+
+
+def _rate(seconds: float, unit: str) -> str:
+    """
+    >>> _rate(0.0000435, "key"), _rate(2.5, "row")
+    ('0.0435 ms/key', '2.5 s/row')
+    """
+    return f"{seconds:.3g} s/{unit}" if seconds >= 1 else f"{seconds * 1000:.3g} ms/{unit}"
 
 
 def _seconds(value: float | None) -> str:
