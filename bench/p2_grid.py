@@ -141,11 +141,6 @@ class Grid:
         from compiler.spark import spark_session
         from compiler.state import open_state_store
 
-        from compiler import demo
-
-        # With Delta's catalog on, saveAsTable from a Python worker thread fails ("stage.regions does not
-        # support REPLACE TABLE AS SELECT", on a fresh metastore too): the demo writes from this thread.
-        demo._in_parallel = lambda tasks: [task() for task in tasks]
         self.args = args
         loaded = load_project(project)
         self.manifest = compile_project(loaded)

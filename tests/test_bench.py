@@ -83,12 +83,10 @@ def test_count_jobs_counts_the_jobs_of_the_block(spark):
     assert two.jobs == 2
 
 
-def test_clustered_changes_fall_on_the_newest_offers_and_one_shop(spark, monkeypatch):
+def test_clustered_changes_fall_on_the_newest_offers_and_one_shop(spark):
     from bench.changes import apply
     from compiler import demo
 
-    # saveAsTable from a worker thread fails in a Delta-enabled session (see bench/p2_grid.py)
-    monkeypatch.setattr(demo, "_in_parallel", lambda tasks: [task() for task in tasks])
     demo.init(spark, scale=0.02, seed=3)  # 200 offers
     table = lambda name: spark.table(f"stage.{name}")  # noqa: E731
     before = {name: table(name).localCheckpoint() for name in ("offers", "shops", "categories", "regions", "warehouses")}
