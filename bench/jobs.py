@@ -1,6 +1,7 @@
 """How many Spark jobs a block of code runs, through ``SparkContext.statusTracker()`` (works with
 the UI off): job ids are global and sequential, so a one-job sentinel before and after the block
-brackets the ids of every job the block ran, whatever thread or job group ran them.
+brackets the ids of every job the block ran, whatever thread or job group ran them. The tracker
+hears of jobs through Spark's asynchronous listener bus, so a sentinel waits until its job shows.
 
     with count_jobs(spark) as counted:
         spark.sql("...").collect()
@@ -10,6 +11,7 @@ brackets the ids of every job the block ran, whatever thread or job group ran th
 from __future__ import annotations
 
 import itertools
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 _GROUP = "spark.jobGroup.id"
+_WAIT_SECONDS = 60.0  # the status tracker learns of a job from the listener bus, which lags under load
 _serial = itertools.count()
 
 
@@ -50,7 +53,9 @@ def _sentinel(spark: "SparkSession") -> list[int]:
         spark.range(1).write.format("noop").mode("overwrite").save()
     finally:
         context.setLocalProperty(_GROUP, previous)  # type: ignore[arg-type] - None removes it
-    ids = list(context.statusTracker().getJobIdsForGroup(group))
-    if not ids:
-        raise RuntimeError("the job sentinel ran no Spark job")
+    deadline = time.monotonic() + _WAIT_SECONDS
+    while not (ids := list(context.statusTracker().getJobIdsForGroup(group))):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the status tracker did not report the job sentinel's job in {_WAIT_SECONDS:g} s")
+        time.sleep(0.02)
     return ids
