@@ -10,11 +10,12 @@ Commands (from the repository root)::
     .venv/bin/python -m bench.grid --sizes 1000000,10000000         # the large sizes (10M: ~1.4 GB of parquet per copy)
     .venv/bin/python -m bench.grid --sizes 10000000 --shares 0.001 --patterns random --strategies auto,peer --no-p5
     .venv/bin/python -m bench.grid --sizes 10000 --formats delta --strategies auto,full --runs 3
+    .venv/bin/python -m bench.grid --sizes 10000 --no-grid --out bench/.work/p5    # P5 alone
     .venv/bin/python -m bench.grid --report bench/results/p2-grid-100000.json   # re-print saved results
 
 Results: ``bench/results/p2-grid-<offers>.json`` (raw: every run's seconds, Spark jobs, strategy,
 message; the floor; P5's every query time; the process's peak memory) and ``p2-grid.md`` (the
-tables of this invocation); logs under ``bench/.work/logs/grid/``. Each cell's line is printed as
+tables of this invocation); logs under ``bench/.work/logs/grid/``; projects under ``--work``. Each cell's line is printed as
 it finishes, with how long the cell took.
 """
 
@@ -48,6 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--source-format", choices=("parquet", "delta"), default="parquet",
                         help="the demo target's table_format (MVFLOW_TABLE_FORMAT) while the sources are created")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where p2-grid-<offers>.json and p2-grid.md go")
+    parser.add_argument("--work", type=Path, default=WORK / "grid",
+                        help="where the projects go (another one lets two invocations run side by side)")
     parser.add_argument("--report", type=Path, nargs="*", help="only print the tables of saved result files")
     args = finish_selection(parser, parser.parse_args(argv))
     args.sizes = tuple(int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip())
@@ -73,10 +76,10 @@ def run_size(offers: int, args: argparse.Namespace, echo: Callable[[str], None])
     """Prepare the project for one size, run the grid process, save and return its results."""
     logs = WORK / "logs" / "grid"
     logs.mkdir(parents=True, exist_ok=True)
-    project = demo_copy(WORK / "grid" / f"offers-{offers}")
+    project = demo_copy(args.work / f"offers-{offers}")
     mvs = prepare(project, args.formats, args.strategies)
     out = args.out / f"p2-grid-{offers}.json"
-    log = logs / f"offers-{offers}.log"
+    log = logs / f"{args.work.name}-offers-{offers}.log"
     command = [sys.executable, str(ROOT / "bench" / "p2_grid.py"), str(project), "--offers", str(offers),
                "--out", str(out), *_selection_args(args)]
     echo(f"grid: {offers:,} offers: {len(mvs)} MVs ({', '.join(mvs)}), log {log}")
