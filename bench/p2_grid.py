@@ -3,7 +3,7 @@ process per size, so the driver can sample its peak memory).
 
 ``python bench/p2_grid.py PROJECT --offers N --out RESULT.json [--shares 0.001,0.01,0.1]
 [--patterns random,clustered] [--formats parquet,delta] [--strategies auto,incremental,full,peer]
-[--runs 1] [--p5] [--p5-runs 5] [--p5-share 0.01] [--floor]``
+[--runs 1] [--p5] [--p5-runs 5] [--p5-share 0.001] [--no-grid] [--floor]``
 
 The project (``prepare``) holds one copy of the demo's ``offers_wide`` per table format and
 strategy (``ow_<format>_<strategy>``), so every variant sees the same change batch: after
