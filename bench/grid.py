@@ -156,14 +156,16 @@ def render(result: dict[str, Any]) -> str:
     stored = ", ".join(f"{k}: {v}" for k, v in result.get("setup", {}).get("stored_as", {}).items())
     lines = [f"### P2 grid, {offers:,} offers",
              "",
-             f"One warm SparkSession, driver memory 2g; process {process.get('seconds', 0):.0f} s, JVM peak "
-             f"{process.get('jvm_peak_mb') or 0:.0f} MB, Python peak {process.get('python_peak_mb', 0):.0f} MB. "
+             "One warm SparkSession, driver memory 2g" + (
+                 f"; process {process['seconds']:.0f} s, JVM peak {process.get('jvm_peak_mb') or 0:.0f} MB, Python peak "
+                 f"{process['python_peak_mb']:.0f} MB. " if process else " (process figures: not finished). ") +
              f"Strategies forced by {forced}. Sources: {process.get('source_format', 'parquet')}. MVs stored as: {stored}.",
-             "Seconds (strategy used, Spark jobs); medians over runs.",
-             "",
-             "| changes | format | mvflow auto | forced incremental | forced full | peer | auto ÷ min(full, peer) "
-             f"(target ≤ {AUTO_TARGET}×) | peer ÷ auto | auto ÷ full |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             ""]
+    if result["cells"]:
+        lines += ["Seconds (strategy used, Spark jobs); medians over runs.", "",
+                  "| changes | format | mvflow auto | forced incremental | forced full | peer | auto ÷ min(full, peer) "
+                  f"(target ≤ {AUTO_TARGET}×) | peer ÷ auto | auto ÷ full |",
+                  "|---|---|---|---|---|---|---|---|---|"]
     for (pattern, share), cells in _by_cell(result["cells"]).items():
         for table_format in result["formats"]:
             got = {what: _median_record(cells, table_format, what) for what in (*MV_STRATEGIES, "peer")}
@@ -184,6 +186,10 @@ def render(result: dict[str, Any]) -> str:
                 ratios.append(f"{auto['seconds'] / floor:.2f}×" if auto else "–")
             lines.append(f"| {pattern} {share:.1%} | {floor:.2f} s ({parts['scan_seconds']:.2f} s scan + "
                          f"{parts['write_seconds']:.2f} s writing {parts['rows_written']:,} rows) | " + " | ".join(ratios) + " |")
+    if result.get("p5_error"):
+        lines += ["", f"P5 failed: {result['p5_error'].splitlines()[0]}"]
+    if result.get("failed"):
+        lines += ["", "The size's process failed: the cells above are those it finished."]
     if result.get("p5"):
         query = " ".join(READ_QUERY.format(table="mv").split())
         lines += ["", f"P5, `{query}` on the forced-incremental MV vs a parquet copy of its rows (medians):", "",
