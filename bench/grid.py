@@ -54,6 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--report", type=Path, nargs="*", help="only print the tables of saved result files")
     args = finish_selection(parser, parser.parse_args(argv))
     args.sizes = tuple(int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip())
+    args.out, args.work = args.out.resolve(), args.work.resolve()  # the size's process runs in its project
     return args
 
 
