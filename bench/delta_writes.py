@@ -70,8 +70,7 @@ def main(argv: list[str] | None = None) -> None:
 
     project = demo_copy(WORK / "delta_writes" / "demo")
     twins(project)
-    # The sources and the MV the fact joins, built without Delta: `demo init`'s saveAsTable(mode=
-    # "overwrite") of parquet tables fails in a session with Delta's catalog (REPLACE TABLE AS SELECT).
+    # The sources and the MV the fact joins, by the CLI in a process of its own, in parquet (not measured).
     empty = WORK / "delta_writes" / "no-jars"
     empty.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MVFLOW_JARS": str(empty), "MVFLOW_TABLE_FORMAT": "parquet"}

@@ -23,7 +23,9 @@ def spark_target(tmp_path_factory) -> Target:
             app_name="mvflow-tests",
             warehouse_dir=base / "warehouse",
             metastore_dir=base / "metastore",
-            conf={**DEFAULT_SPARK_CONF, "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+            # Delta rebuilds a snapshot with 50 tasks by default: 2 halve a Delta write here (bench/delta_writes.md)
+            conf={**DEFAULT_SPARK_CONF, "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
+                  "spark.databricks.delta.snapshotPartitions": "2"},
         ),
         state=StateSettings(path=base / "state.sqlite"),
     )
