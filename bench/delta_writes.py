@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     lines = [f"scale {args.scale:g}, {args.runs} runs, medians (min–max); ratio = delta / parquet"
              + (f"; {', '.join(args.conf)}" if args.conf else ""), "",
              "| what | parquet s | delta s | ratio |", "|---|---|---|---|"]
-    for what in (f"fact step", *(f"table {n}" for n in TABLES)):
+    for what in ("fact step", *(f"table {n}" for n in TABLES)):
         p, d = samples[f"{what} parquet"], samples[f"{what} delta"]
         lines.append(f"| {what} | {median(p):.2f} ({min(p):.2f}–{max(p):.2f}) | {median(d):.2f} ({min(d):.2f}–{max(d):.2f}) "
                      f"| {median(d) / median(p):.2f}× |")

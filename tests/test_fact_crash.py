@@ -194,11 +194,12 @@ def test_killed_steps_are_redone_without_duplicates_or_losses_slow(make_project,
 
 
 # -- in-process: a crash at every phase, changes landing before the redo ---------------------------
-@pytest.mark.parametrize("fmt", ["parquet", "delta"])
+@pytest.mark.parametrize("fmt", ["delta"])  # parquet passes too; tests/test_kill_points.py crashes it at every phase
 def test_a_step_crashed_at_every_phase_is_redone_exactly(spark, make_project, fmt):
     """Before each redo new rows land and, when a step was in flight, a row of its range moves to
     a later position (an update): the redo must drop what the crashed try wrote for it, or the
-    fact would keep a row its source no longer has at that position."""
+    fact would keep a row its source no longer has at that position (as a redo skipped by Delta's
+    transaction ids would)."""
     import uuid
 
     from compiler.compile import compile_project
@@ -210,7 +211,7 @@ def test_a_step_crashed_at_every_phase_is_redone_exactly(spark, make_project, fm
     db = f"crash_{uuid.uuid4().hex[:8]}"
     files = {**FILES, "project.yml": f"name: crash\nmodels:\n  +schema: {db}_out\n  +table_format: {fmt}\n",
              "lineage/src.yml": FILES["lineage/src.yml"].replace("database: src", f"database: {db}"),
-             "models/ev.sql": "{{ config(materialized='fact', maxstep=3) }}\n"
+             "models/ev.sql": "{{ config(materialized='fact', maxstep=10) }}\n"
                               f"SELECT e.id, e.ts, e.v * 10 AS v10 FROM {{{{ source('{db}', 'events') }}}} AS e"}
     project = load_project(make_project(files))
     manifest, store = compile_project(project), open_state_store(project.target().state)
