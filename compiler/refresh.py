@@ -136,7 +136,7 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
         kind = _kind(model.kind)
         until = None if full_refresh else strategy.not_due_until(now(), last_batch_time(store, plan.topic()),
                                                                  kind.min_interval_seconds)
-        spec = watch.mv_spec(plan, definition_hash(_derived(manifest, model)))
+        spec = watch.mv_spec(plan, definition_hash(_derived(manifest, model)), watch.delta_tables(manifest))
         seen = watch.is_idle(store, spec, now()) if file_check and not full_refresh and until is None else None
         if until is not None:  # decided from the state store alone: Spark is not asked
             result.rows = 0
