@@ -262,3 +262,53 @@ def test_unchanged_dictionary_keeps_its_snapshot_and_later_edits_are_found(parqu
     assert {k.split(".")[-1]: v for k, v in outcome.changed.items()}["regions"] == 1
     assert snapshot_batches("regions") == [outcome.batch]
     world.check()
+
+
+def test_switching_the_table_format_rebuilds_in_the_other_format_and_back(spark, tmp_path):
+    from compiler.compile import compile_project
+    from compiler.mv import SLOTS, mv_plan
+    from compiler.project import load_project
+    from compiler.table_format import is_delta_table
+    from mv_world import WIDE, with_format
+
+    w = World(spark, tmp_path)
+    seed(w)
+    w.refresh()
+    relation = w.manifest.models["wide"].relation
+    for table_format in ("delta", "parquet"):
+        (tmp_path / "models/wide.sql").write_text(with_format(WIDE.format(db=w.db), table_format).lstrip("\n"))
+        w.manifest = compile_project(load_project(tmp_path))
+        w.put("offers", id=1, title=f"in {table_format}")
+        outcome = w.refresh()
+        assert outcome.mode == "build"  # the other format's storage is not there
+        w.check()
+        assert is_delta_table(spark, relation) == (table_format == "delta")
+        slots = [mv_plan(w.manifest.models["wide"], w.manifest).table_name(f"base_{s}") for s in SLOTS]
+        assert any(spark.catalog.tableExists(t) for t in slots) == (table_format == "parquet")
+        w.put("offers", id=2, title=f"refreshed in {table_format}")
+        assert w.refresh().mode == "refresh"
+        w.check()
+
+
+def test_delta_batch_is_one_commit_and_a_redo_forgets_what_the_crashed_merge_wrote(spark, tmp_path):
+    from compiler.mv_storage import MvState
+    from compiler.table_format import delta_version
+
+    w = World(spark, tmp_path, table_format="delta")
+    seed(w)
+    w.refresh()
+    relation = w.manifest.models["wide"].relation
+    built = delta_version(spark, relation)
+    w.put("offers", id=1, title="one commit")
+    w.put("categories", id=8, name="Puzzles")
+    assert w.refresh().mode == "refresh"
+    assert delta_version(spark, relation) == built + 1 == MvState.parse(w.store.get("wide").state).version
+    w.put("categories", id=7, name="Novels")
+    with pytest.raises(Crash):
+        w.refresh(phase=crash_at("mv:merged"))
+    assert "Novels" in {r.category for r in w.table()}  # the crashed try merged its rows
+    w.put("categories", id=7, name="Books")              # undone before the redo: its diff finds nothing
+    outcome = w.refresh()
+    assert outcome.redo
+    w.check()
+    assert "Novels" not in {r.category for r in w.table()}
