@@ -667,7 +667,14 @@ def _feed_schema(table: str) -> str:
 
 
 def _create(spark: "SparkSession", table: str, rows: "DataFrame") -> None:
-    rows.select(*COLUMNS[table]).write.mode("overwrite").format("parquet").saveAsTable(_name(table))
+    _new_table(spark, _name(table), rows.select(*COLUMNS[table]))
+
+
+def _new_table(spark: "SparkSession", name: str, rows: "DataFrame") -> None:
+    # Not mode("overwrite"): with Delta's catalog on, that is a REPLACE TABLE AS SELECT, which
+    # parquet tables refuse (UNSUPPORTED_FEATURE.TABLE_OPERATION) when writes run in threads.
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+    rows.write.format("parquet").saveAsTable(name)
 
 
 def _append(spark: "SparkSession", table: str, rows: "DataFrame") -> None:
@@ -677,7 +684,7 @@ def _append(spark: "SparkSession", table: str, rows: "DataFrame") -> None:
 def _swap(spark: "SparkSession", table: str, rows: "DataFrame") -> None:
     """Write the new version beside the table, then drop the old one and rename the new one."""
     side = f"{_name(table)}__next"
-    rows.write.mode("overwrite").format("parquet").saveAsTable(side)
+    _new_table(spark, side, rows)
     spark.sql(f"DROP TABLE IF EXISTS {_name(table)}")
     spark.sql(f"ALTER TABLE {side} RENAME TO {_name(table)}")
 
