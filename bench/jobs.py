@@ -98,9 +98,6 @@ def main(argv: list[str] | None = None) -> None:
         spark = spark or spark_session(target, delta=True)
         store = open_state_store(target.state)
         if n == 0:
-            # one table at a time: parallel saveAsTable of parquet tables under Delta's catalog
-            # failed here (REPLACE TABLE AS SELECT not supported)
-            demo._in_parallel = lambda tasks: [task() for task in tasks]
             demo.init(spark, scale=args.scale, seed=7)
         model = manifest.models["offers_wide"]
         print(f"{table_format}: {refresh_mv(spark, manifest, model, store).mode}")
