@@ -93,7 +93,7 @@ class MvStorage(Protocol):
     def exists(self, state: MvState) -> bool:
         """Whether the stored MV the state describes is there (else the next batch rebuilds)."""
 
-    def stored(self, state: MvState, batch: int, redo: bool) -> "DataFrame":
+    def stored(self, state: MvState, batch: int) -> "DataFrame":
         """The MV's rows with their hidden key columns as of the last commit (view ``stored``)."""
 
     def prepare_redo(self, state: MvState) -> None:
@@ -139,7 +139,7 @@ class ParquetStorage:
     def exists(self, state: MvState) -> bool:
         return bool(state.slot) and self.run.spark.catalog.tableExists(self._table("base", state.slot))
 
-    def stored(self, state: MvState, batch: int, redo: bool) -> "DataFrame":
+    def stored(self, state: MvState, batch: int) -> "DataFrame":
         return self.run.spark.sql(self.run.derived["stored"], args={**self._args(state.slot), "batch": batch})
 
     def prepare_redo(self, state: MvState) -> None:
@@ -214,11 +214,9 @@ class DeltaStorage:
     def _as_of(self, version: int) -> "DataFrame":
         return self.run.spark.read.option("versionAsOf", version).table(self.relation)
 
-    def stored(self, state: MvState, batch: int, redo: bool) -> "DataFrame":
-        # A redo reads the version of the last commit: a crashed try may have merged since. Else
-        # the newest version holds the same rows (at most an OPTIMIZE came after the commit) and
-        # its snapshot is the one Spark has at hand (time travel costs ~4 more jobs here).
-        self.run.view("before", self._as_of(state.version) if redo else self.run.spark.table(self.relation))
+    def stored(self, state: MvState, batch: int) -> "DataFrame":
+        # The version of the last commit, not the newest: a crashed try may have merged since.
+        self.run.view("before", self._as_of(state.version))
         return self.run.sql("stored")
 
     def prepare_redo(self, state: MvState) -> None:

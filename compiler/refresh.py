@@ -372,7 +372,7 @@ class _Refresh:
             outcome.mode = "noop"
             self._commit(batch, ranges, state, 0, changed)
             return outcome
-        self._view("stored", self.storage.stored(state, batch, self.redo))
+        self._view("stored", self.storage.stored(state, batch))
         outcome.affected = self._affected(changed)
         self.phase("mv:affected-keys")
         threshold = getattr(self.kind, "fanout_threshold", 0.2)
