@@ -1,116 +1,61 @@
-"""Spark jobs of one MV refresh batch, per step (issue 12's lean batch), on parquet and on Delta.
+"""How many Spark jobs a block of code runs, through ``SparkContext.statusTracker()`` (works with
+the UI off): job ids are global and sequential, so a one-job sentinel before and after the block
+brackets the ids of every job the block ran, whatever thread or job group ran them. The tracker
+hears of jobs through Spark's asynchronous listener bus, so a sentinel waits until its job shows.
 
-    python -m bench.jobs                 # the demo MV offers_wide at scale 0.02, both formats
-    python -m bench.jobs --scale 0.1 --formats delta
-
-``Jobs`` is the reusable counter: Spark's job ids are global and sequential, so a one-task
-sentinel job before and after a piece of work brackets it (jobs = after - before - 1, jobs of
-other threads included); it works with the UI off. ``Jobs.mark`` is a phase hook
-(``compiler.phases``): passed as a refresh's ``phase``, it attributes the jobs to the steps
-between two named points. The demo project is copied to ``bench/.work/jobs/``.
+    with count_jobs(spark) as counted:
+        spark.sql("...").collect()
+    counted.jobs   # jobs between the sentinels
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import shutil
-from pathlib import Path
-from typing import TYPE_CHECKING
+import itertools
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-ROOT = Path(__file__).resolve().parent.parent
-WORK = ROOT / "bench" / ".work" / "jobs"
+_GROUP = "spark.jobGroup.id"
+_WAIT_SECONDS = 60.0  # the status tracker learns of a job from the listener bus, which lags under load
+_serial = itertools.count()
 
 
-class Jobs:
-    """Counts the Spark jobs run between ``start`` and each ``mark`` (and in total)."""
+@dataclass
+class JobCount:
+    """Filled in when the ``with`` block ends."""
 
-    def __init__(self, spark: "SparkSession"):
-        self.sc = spark.sparkContext
-        self.steps: list[tuple[str, int]] = []
-        self.first = self.last = 0
-
-    def _sentinel(self) -> int:
-        """Run a one-task job and return its id (the newest job id)."""
-        self.sc.parallelize([1], 1).count()
-        return max(self.sc.statusTracker().getJobIdsForGroup(None) or [0])
-
-    def start(self) -> "Jobs":
-        self.first = self.last = self._sentinel()
-        self.steps.clear()
-        return self
-
-    def mark(self, name: str) -> None:
-        now = self._sentinel()
-        self.steps.append((name, now - self.last - 1))
-        self.last = now
-
-    @property
-    def total(self) -> int:
-        return sum(n for _, n in self.steps)
-
-    def table(self) -> str:
-        return "\n".join(f"  {n:4d}  {name}" for name, n in self.steps) + f"\n  {self.total:4d}  total"
+    jobs: int | None = None
+    first_id: int | None = None  # the first id after the opening sentinel
 
 
-def count_jobs(spark: "SparkSession", work) -> tuple[object, int]:
-    """``work()`` and the number of Spark jobs it ran."""
-    jobs = Jobs(spark).start()
-    result = work()
-    jobs.mark("work")
-    return result, jobs.total
+@contextmanager
+def count_jobs(spark: "SparkSession") -> Iterator[JobCount]:
+    """Count the Spark jobs the ``with`` block runs (every job of the SparkContext, also from
+    other threads, so run nothing else meanwhile)."""
+    counted = JobCount()
+    before = max(_sentinel(spark))
+    counted.first_id = before + 1
+    yield counted
+    counted.jobs = min(_sentinel(spark)) - before - 1
 
 
-def _project(scale: float) -> Path:
-    if WORK.exists():
-        shutil.rmtree(WORK)
-    WORK.mkdir(parents=True)
-    for name in ("project.yml", "models", "macros", "lineage"):
-        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, WORK / name)
-    # a change batch touches shops and categories: keep the key-driven path at this small scale
-    wide = WORK / "models/marts/offers_wide.sql"
-    wide.write_text(wide.read_text().replace("materialized='mv'", "materialized='mv', fanout_threshold=0.9"))
-    return WORK
-
-
-def main(argv: list[str] | None = None) -> None:
-    from compiler import demo
-    from compiler.compile import compile_project
-    from compiler.project import load_project
-    from compiler.refresh import refresh_mv
-    from compiler.spark import spark_session
-    from compiler.state import open_state_store
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", type=float, default=0.02)
-    parser.add_argument("--formats", default="parquet,delta")
-    parser.add_argument("--batches", type=int, default=2, help="refresh batches counted per format")
-    args = parser.parse_args(argv)
-    project = _project(args.scale)
-    spark = None
-    for n, table_format in enumerate(args.formats.split(",")):
-        os.environ["MVFLOW_TABLE_FORMAT"] = table_format
-        manifest = compile_project(load_project(project))
-        target = manifest.project.target()
-        spark = spark or spark_session(target, delta=True)
-        store = open_state_store(target.state)
-        if n == 0:
-            demo.init(spark, scale=args.scale, seed=7)
-        model = manifest.models["offers_wide"]
-        print(f"{table_format}: {refresh_mv(spark, manifest, model, store).mode}")
-        for batch in range(args.batches):
-            demo.change(spark, fraction=0.01, seed=100 + 10 * n + batch)
-            jobs = Jobs(spark).start()
-            outcome = refresh_mv(spark, manifest, model, store, phase=jobs.mark)
-            jobs.mark("(after the last phase)")
-            print(f"{table_format} batch {outcome.batch} ({outcome.mode}, {outcome.affected} keys"
-                  f"{', compacted' if outcome.compacted else ''}): {jobs.total} jobs\n{jobs.table()}")
-    if spark is not None:
-        spark.stop()
-
-
-if __name__ == "__main__":
-    main()
+def _sentinel(spark: "SparkSession") -> list[int]:
+    """Run a tiny JVM-only job in a job group of its own; its job ids."""
+    context = spark.sparkContext
+    group = f"bench-job-sentinel-{next(_serial)}"
+    previous = context.getLocalProperty(_GROUP)
+    context.setLocalProperty(_GROUP, group)
+    try:
+        spark.range(1).write.format("noop").mode("overwrite").save()
+    finally:
+        context.setLocalProperty(_GROUP, previous)  # type: ignore[arg-type] - None removes it
+    deadline = time.monotonic() + _WAIT_SECONDS
+    while not (ids := list(context.statusTracker().getJobIdsForGroup(group))):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the status tracker did not report the job sentinel's job in {_WAIT_SECONDS:g} s")
+        time.sleep(0.02)
+    return ids

@@ -49,7 +49,8 @@ class ViewKind(_Kind):
 
 @dataclass(frozen=True)
 class TableKind(_Kind):
-    """Full rebuild into the idle slot, then an atomic swap of the view readers query."""
+    """Full rebuild: parquet into the idle slot, then an atomic swap of the view readers query;
+    delta as one ``CREATE OR REPLACE TABLE … AS SELECT`` (see ``materialize.py``)."""
 
     name: ClassVar[str] = "table"
     partition_by: tuple[str, ...] = ()

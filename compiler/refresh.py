@@ -98,7 +98,7 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
     result = Result(model.name, "mv", "success", started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     try:
         plan = mv_plan(model, manifest)
-        spec = watch.mv_spec(plan, definition_hash(_derived(manifest, model)))
+        spec = watch.mv_spec(plan, definition_hash(_derived(manifest, model)), watch.delta_tables(manifest))
         seen = watch.is_idle(store, spec, datetime.now(timezone.utc)) if file_check and not full_refresh else None
         if seen is not None:
             result.rows = 0

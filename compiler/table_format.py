@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DELTA, PARQUET = "delta", "parquet"
+VIEW = "view"  # what table_provider says of a view
 
 # Deletion vectors: a MERGE that touches a few rows of a file marks them instead of rewriting the
 # file (measured at 1M rows, 0.1% random keys: 0.17x a rebuild with them, a full rewrite without).
@@ -36,13 +37,28 @@ def using(table_format: str, properties: dict[str, str] | None = None) -> str:
     return clause
 
 
+def describe_table(spark: "SparkSession", relation: str) -> dict[str, str] | None:
+    """``DESCRIBE TABLE EXTENDED`` as a mapping (``Type``, ``Provider``, ``View Text``…); None when missing."""
+    if not spark.catalog.tableExists(relation):
+        return None
+    return {r.col_name: (r.data_type or "") for r in spark.sql(f"DESCRIBE TABLE EXTENDED {relation}").collect()}
+
+
+def provider_of(info: dict[str, str] | None) -> str | None:
+    """None for a missing table, ``view``, else the table's provider (``delta``, ``parquet``, ``hive``…)."""
+    if info is None:
+        return None
+    return VIEW if info.get("Type", "").upper() == "VIEW" else info.get("Provider", "").lower()
+
+
+def table_provider(spark: "SparkSession", relation: str) -> str | None:
+    """What ``relation`` is now (see ``provider_of``)."""
+    return provider_of(describe_table(spark, relation))
+
+
 def is_delta_table(spark: "SparkSession", relation: str) -> bool:
     """Whether ``relation`` exists as a Delta table (not a view, not parquet)."""
-    if not spark.catalog.tableExists(relation):
-        return False
-    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {relation}").collect()
-    info = {r.col_name: (r.data_type or "") for r in rows}
-    return info.get("Provider", "").lower() == DELTA
+    return table_provider(spark, relation) == DELTA
 
 
 def delta_version(spark: "SparkSession", relation: str) -> int:

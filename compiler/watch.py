@@ -28,10 +28,12 @@ from urllib.parse import unquote, urlparse
 
 from .materialize import SLOTS, slot_table
 from .state import StateStore, encode_position
+from .table_format import DELTA
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from .compile import Manifest
     from .fact import FactPlan
     from .mv import MvPlan
 
@@ -69,18 +71,24 @@ class Watch:
             return None
 
 
-def mv_spec(plan: "MvPlan", definition: str) -> Spec:
-    """An MV waits on its inputs' tables (a table model's two slots) and on upstream MVs' topics."""
+def mv_spec(plan: "MvPlan", definition: str, delta: frozenset[str] = frozenset()) -> Spec:
+    """An MV waits on its inputs' tables (a table model's two slots, or its Delta table when its
+    name is in ``delta``) and on upstream MVs' topics."""
     tables: list[str] = []
     topics: list[str] = []
     for info in plan.inputs.values():
         if info.mode == "mv":
             topics.append(info.id)
-        elif info.mode == "table":
+        elif info.mode == "table" and info.id not in delta:
             tables += [slot_table(info.relation, slot) for slot in SLOTS]
         else:
             tables += [info.relation, *([info.feed] if info.feed else [])]
     return Spec(plan.topic(), definition, tuple(sorted(set(tables))), tuple(sorted(topics)))
+
+
+def delta_tables(manifest: "Manifest") -> frozenset[str]:
+    """The models stored as Delta tables: a table model's name is then its table, not a view over slots."""
+    return frozenset(m.name for m in manifest.models.values() if m.table_format == DELTA)
 
 
 def fact_spec(plan: "FactPlan") -> Spec:
