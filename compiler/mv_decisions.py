@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 
-def rebuild_reason(full_refresh: bool, committed: bool, in_flight: bool, slot: str, stored_exists: bool,
+def rebuild_reason(full_refresh: bool, committed: bool, in_flight: bool, stored_exists: bool,
                    definition_matches: bool, swapping: str) -> str | None:
     """Why the batch must be a full build (None: it need not).
 
-    >>> rebuild_reason(False, committed=True, in_flight=False, slot="a", stored_exists=True,
+    >>> rebuild_reason(False, committed=True, in_flight=False, stored_exists=True,
     ...                definition_matches=True, swapping="") is None
     True
-    >>> rebuild_reason(False, committed=True, in_flight=False, slot="a", stored_exists=True,
+    >>> rebuild_reason(False, committed=True, in_flight=False, stored_exists=True,
     ...                definition_matches=False, swapping="")
     'the definition changed'
     """
@@ -27,7 +27,7 @@ def rebuild_reason(full_refresh: bool, committed: bool, in_flight: bool, slot: s
         return "--full-refresh"
     if not committed and not in_flight:
         return "first run"
-    if not slot or not stored_exists:
+    if not stored_exists:
         return "no stored MV"
     if not definition_matches:
         return "the definition changed"

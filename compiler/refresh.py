@@ -1,23 +1,24 @@
-"""Running an ``mv`` model: change detection, affected keys, the merge-on-read write, the commit.
+"""Running an ``mv`` model: change detection, affected keys, the write, the commit.
 
-Storage (all plain parquet, no MERGE needed):
+How the rows are stored is the storage's (``compiler.mv_storage``, one per table format):
 
-- ``<mv>__mvflow_base_<a|b>`` — the base table of the live slot (blue/green);
-- ``<mv>__mvflow_delta_<a|b>`` — recomputed rows and tombstones, partitioned by refresh
-  batch, so redoing a crashed batch overwrites exactly its own partition;
-- the model's name is a view: per key the newest delta version if any (a tombstone hides
-  the row), else the base row. A refresh writes only the affected keys' rows, so its cost
-  grows with the affected keys, not with the MV. Compaction (when the delta passes
-  ``compact_threshold`` × base rows, or a full build) writes a new base into the idle slot
-  with an empty delta and swaps the view;
-- ``<mv>__mvflow_changes`` — the MV keys each batch refreshed, so MVs can be stacked;
-- ``<mv>__mvflow_snap_<input>`` — snapshots of dictionary-like inputs, per batch.
+- parquet: ``<mv>__mvflow_base_<a|b>`` base slots (blue/green), ``<mv>__mvflow_delta_<a|b>``
+  recomputed rows and tombstones partitioned by batch, and a merge-on-read view under the
+  model's name; compaction (when the delta passes ``compact_threshold`` × base rows) writes a
+  new base into the idle slot and swaps the view;
+- delta: one Delta table under the model's name, one ``MERGE`` per batch, ``OPTIMIZE`` where
+  parquet compacts.
+
+Both formats also keep ``<mv>__mvflow_changes`` (the MV keys each batch refreshed, so MVs can
+be stacked) and ``<mv>__mvflow_snap_<input>`` (snapshots of dictionary-like inputs, per batch).
+A refresh writes only the affected keys' rows, so its cost grows with the affected keys.
 
 Offsets (``compiler.state``): topic ``<mv>`` holds the batch number (``last`` committed,
-``next`` in flight) and a JSON state (live slot, row counts, definition hash); one topic
-``<mv>:<input>`` per input holds its position. A batch first writes every ``next``, then the
-delta, then commits every topic in one ``commit_many``: a crash before the commit is redone
-with the same batch number and the same ranges, and overwrites its own delta partition.
+``next`` in flight) and a JSON state (``MvState``: live slot or Delta version, row counts,
+definition hash); one topic ``<mv>:<input>`` per input holds its position. A batch first writes
+every ``next``, then its rows, then commits every topic in one ``commit_many``: a crash before
+the commit is redone with the same batch number and the same ranges (parquet overwrites its own
+delta partition, Delta restores the version of the last commit first).
 Key sets stay in Spark (checkpointed temporary views); the driver only sees counts.
 """
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from decimal import Decimal
 from pathlib import Path
@@ -34,12 +35,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from . import strategy, watch
 from .kinds import MvKind
-from .mv import BATCH, SLOTS, Derived, MvPlan, derive, diffed, lookup_inputs, mv_plan, state_query, walk_inputs
+from .mv import BATCH, Derived, MvPlan, derive, diffed, lookup_inputs, mv_plan, walk_inputs
 from .mv_decisions import Seen, input_range, new_input, rebuild_reason, up_to_date
-from .parse import pretty
+from .mv_storage import MvState, storage_for
 from .phases import PhaseHook, no_phase
 from .state import Commit, Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
-from .strategy import CHUNKED, FULL, INCREMENTAL, Decision
+from .strategy import CHUNKED, FULL, Decision
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -54,30 +55,6 @@ LEASE_SECONDS = 3600.0
 # (every offer, every price) before adaptive execution sees that the key side is small.
 BROADCAST_KEYS = 1_000_000
 _TAG = "_mvflow_input"  # which input a row of the combined changed-keys checkpoint belongs to
-
-
-@dataclass
-class MvState:
-    """What the MV topic's ``state`` column remembers between batches (JSON)."""
-
-    slot: str = ""
-    base_rows: int = 0
-    delta_rows: int = 0
-    definition: str = ""
-    swapping: str = ""  # set while a build or compaction moves the view: if still set, rebuild
-    # a chunked batch in progress: {"batch": b, "chunks": n, "done": k}; chunk i writes batch b + i
-    chunked: dict = field(default_factory=dict)
-
-    @classmethod
-    def parse(cls, text: str) -> "MvState":
-        try:
-            data = json.loads(text) if text else {}
-        except ValueError:
-            data = {}
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__}) if isinstance(data, dict) else cls()
-
-    def dump(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
 
 
 @dataclass
@@ -102,8 +79,9 @@ class Outcome:
 
 
 def definition_hash(derived: Derived) -> str:
-    """A change of the MV's derived SQL is a breaking change: the MV is rebuilt."""
-    return hashlib.sha256(derived["full"].encode()).hexdigest()[:16]
+    """A change of the MV's derived SQL or of its table format is a breaking change: the MV is rebuilt."""
+    text = derived["full"] + ("\n-- delta" if "merge" in derived.queries else "")  # parquet's hash as before
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 # -- the runner ------------------------------------------------------------------------------
@@ -254,6 +232,7 @@ class _Refresh:
         self.resume = False  # a chunked batch resumed after a crash: ranges and snapshots as planned then
         self.affected_parts: dict[int, "DataFrame"] = {}
         self.kept_fingerprints: dict[str, str | None] = {}  # each diffed input's fingerprint at the last commit
+        self.storage = storage_for(self)
 
     # -- orchestration -------------------------------------------------------------------
     def execute(self, full_refresh: bool) -> Outcome:
@@ -273,8 +252,7 @@ class _Refresh:
         self.started = time.monotonic()
         offset = self.store.get(self.plan.topic()) or Offset(self.plan.topic())
         state = MvState.parse(offset.state)
-        stored = bool(state.slot) and self.spark.catalog.tableExists(self._slot_table("base", state.slot))
-        reason = rebuild_reason(full_refresh, offset.last is not None, offset.in_flight, state.slot, stored,
+        reason = rebuild_reason(full_refresh, offset.last is not None, offset.in_flight, self.storage.exists(state),
                                 state.definition == definition_hash(self.derived), state.swapping)
         self.probe = self._probe(since_last=reason is None)
         self.phase("mv:probed")
@@ -425,7 +403,6 @@ class _Refresh:
         self.decision = decision or Decision(FULL, reason, rows=state.base_rows)
         self.span = 1  # a chunked try left partitions after batch: the new slot's delta starts empty
         self.snapshot_fingerprints = None  # every snapshot is taken anew
-        slot = SLOTS[1] if state.slot == SLOTS[0] else SLOTS[0]
         for input_id, info in self.plan.inputs.items():
             if diffed(info):
                 snapshot = self.plan.table_name(f"snap_{info.slug}")
@@ -433,47 +410,21 @@ class _Refresh:
                 self._sql(f"create_snapshot:{input_id}", batch=batch)
                 self._sql(f"snapshot:{input_id}", batch=batch)
         self.phase("mv:build-snapshots")
-        self._mark_swapping(state, slot)
-        self.phase("mv:build-marked")
-        rows = self._write_base(slot)
-        self.phase("mv:build-base-written")
-        self._publish_all(slot, state, batch)
-        self.phase("mv:build-published")
-        self._swap(slot)
-        self.phase("mv:build-swapped")
-        new_state = MvState(slot, rows, 0, definition_hash(self.derived))
-        self._commit(batch, ranges, new_state, rows, {}, keys=rows)
-        return Outcome(batch, "build", rows=rows, reason=reason, decision=self.decision)
+        new_state = self.storage.build(state, batch)
+        self._commit(batch, ranges, new_state, new_state.base_rows, {}, keys=new_state.base_rows)
+        return Outcome(batch, "build", rows=new_state.base_rows, reason=reason, decision=self.decision)
 
-    def _write_base(self, slot: str) -> int:
-        base, delta = self._slot_table("base", slot), self._slot_table("delta", slot)
-        self._spark_sql(f"DROP TABLE IF EXISTS {base}")
-        self._spark_sql(f"DROP TABLE IF EXISTS {delta}")
-        self._sql("build_base", base_table=base)
-        self._sql("create_delta", base_table=base, delta_table=delta)
-        return self.spark.table(base).count()
-
-    def _mark_swapping(self, state: MvState, slot: str) -> None:
-        marked = MvState(state.slot, state.base_rows, state.delta_rows, state.definition, swapping=slot)
-        self.store.set_state(self.leases[self.plan.topic()], marked.dump(), self.now())
-
-    def _publish_all(self, slot: str, state: MvState, batch: int) -> None:
-        """After a build every key may have changed: publish the old and the new keys."""
-        changes = self.plan.table_name("changes")
-        self._spark_sql(f"DROP TABLE IF EXISTS {changes}")
-        self._sql("create_changes", base_table=self._slot_table("base", slot))
-        keys = self.spark.table(self._slot_table("base", slot)).select(*self.plan.key)
-        if state.slot and state.definition == definition_hash(self.derived) \
-                and self.spark.catalog.tableExists(self._slot_table("base", state.slot)):
-            keys = keys.union(self._state_frame(state.slot).select(*self.plan.key))
-        self._view("keys", keys.distinct())  # read once, by publish: no checkpoint needed
+    def publish_all(self, keys: "DataFrame", old: "DataFrame | None", batch: int, **args: Any) -> None:
+        """After a build every key may have changed: publish the new keys and the ``old`` ones."""
+        self._spark_sql(f"DROP TABLE IF EXISTS {self.plan.table_name('changes')}")
+        self._sql("create_changes", **args)
+        self._view("keys", (keys if old is None else keys.union(old)).distinct())  # read once, by publish
         self._sql("publish", batch=batch)
-
-    def _swap(self, slot: str) -> None:
-        self._sql(f"view:{slot}")
 
     # -- key-driven refresh --------------------------------------------------------------
     def _refresh(self, batch: int, state: MvState, ranges: dict) -> Outcome:
+        if self.redo:
+            self.storage.prepare_redo(state)
         changed = self._changed_keys(batch, ranges)
         outcome = Outcome(batch, "refresh", changed=changed)
         kind, rows = _kind(self.kind), state.base_rows
@@ -486,7 +437,7 @@ class _Refresh:
             early = strategy.before_keys(kind, changed, mains, rows, self.history)
             if early.strategy == FULL:
                 return self._switch_to_build(batch, state, early)
-        self._view("stored", self._stored_frame(state.slot, batch))
+        self._view("stored", self.storage.stored(state, batch))
         outcome.affected = self._affected(changed)
         self.phase("mv:affected-keys")
         if self.resume:
@@ -500,13 +451,13 @@ class _Refresh:
         outcome.decision = self.decision
         if self.decision.strategy == CHUNKED:
             outcome.resumed_at = self._write_chunks(batch, state, self.decision.chunks)
+            state.delta_rows += outcome.affected
         else:
-            self._write_keys(batch, state)
-        state.delta_rows += outcome.affected
+            self._write_keys(batch, state, outcome.affected)
         self._commit(batch, ranges, state, outcome.affected, changed, keys=outcome.affected)
         compact = getattr(self.kind, "compact_threshold", 0.1)
         if state.delta_rows > compact * max(state.base_rows, 1):
-            self.compact(state)
+            self.storage.compact(state)
             outcome.compacted = True
         return outcome
 
@@ -516,11 +467,10 @@ class _Refresh:
         self._drop_views()
         return self._build(batch, state, self._plan_ranges(batch, fresh=True), decision.reason, decision)
 
-    def _write_keys(self, batch: int, state: MvState) -> None:
-        """Recompute the rows of the keys in view ``keys`` and write them as batch ``batch``."""
+    def _write_keys(self, batch: int, state: MvState, keys: int) -> None:
+        """Recompute the rows of the ``keys`` keys in view ``keys`` and write them as batch ``batch``."""
         self._view("rows", self._sql("refresh"))  # read once, by the write: no checkpoint needed
-        self._sql("write_delta", delta_table=self._slot_table("delta", state.slot), batch=batch)
-        self.phase("mv:delta-written")
+        self.storage.write(state, batch, keys)
         self._sql("publish", batch=batch)
         self.phase("mv:published")
 
@@ -538,7 +488,7 @@ class _Refresh:
                 frame = self._sql(f"chunk:p{part.index}", chunk=chunk, chunks=chunks)
                 self._view(f"affected_p{part.index}", _small(frame, self.decision.keys or 0))
             self._view("keys", self._sql("keys"))
-            self._write_keys(batch + chunk, state)
+            self._write_keys(batch + chunk, state, 0)
             self.phase("mv:chunk-written")
             state.chunked = {"batch": batch, "chunks": chunks, "done": chunk + 1}
             self.store.set_state(self.leases[self.plan.topic()], state.dump(), self.now())
@@ -612,25 +562,6 @@ class _Refresh:
             info = self.plan.inputs[input_id]
             self._view(f"changed_{info.slug}", self.spark.table(info.relation).select(*info.key).limit(0))
 
-    def compact(self, state: MvState) -> None:
-        """Fold the delta into a new base in the idle slot and swap the view (blue/green)."""
-        slot = SLOTS[1] if state.slot == SLOTS[0] else SLOTS[0]
-        base, delta = self._slot_table("base", slot), self._slot_table("delta", slot)
-        self._view("current", self._state_frame(state.slot))
-        self._spark_sql(f"DROP TABLE IF EXISTS {base}")
-        self._spark_sql(f"DROP TABLE IF EXISTS {delta}")
-        self._sql("compact", base_table=base)
-        self._sql("create_delta", base_table=base, delta_table=delta)
-        self.phase("mv:compaction-written")
-        self._mark_swapping(state, slot)
-        self.phase("mv:compaction-marked")
-        self._swap(slot)
-        self.phase("mv:compaction-swapped")
-        state.slot, state.base_rows, state.delta_rows = slot, self.spark.table(base).count(), 0
-        self.store.set_state(self.leases[self.plan.topic()], state.dump(), self.now())
-        self.phase("mv:compacted")
-        self.echo(f"{self.plan.name}: compacted into slot {slot} ({state.base_rows:,} rows)")
-
     # -- commit --------------------------------------------------------------------------
     def _commit(self, batch: int, ranges: dict, state: MvState, affected: int, changed: dict[str, int],
                 keys: int = 0) -> None:
@@ -669,18 +600,19 @@ class _Refresh:
         return sorted(stale - {int(nxt[0])})
 
     # -- Spark helpers -------------------------------------------------------------------
-    def _slot_table(self, what: str, slot: str) -> str:
-        return self.plan.table_name(f"{what}_{slot}")
+    # what a storage (compiler.mv_storage) uses
+    @property
+    def definition(self) -> str:
+        return definition_hash(self.derived)
 
-    def _slot_args(self, slot: str) -> dict[str, str]:
-        return {"base_table": self._slot_table("base", slot), "delta_table": self._slot_table("delta", slot)}
+    def sql(self, name: str, **args: Any) -> "DataFrame":
+        return self._sql(name, **args)
 
-    def _state_frame(self, slot: str) -> "DataFrame":
-        """The MV's current rows with their hidden key columns (what a compaction keeps)."""
-        return self.spark.sql(pretty(state_query(self.plan)), args=self._slot_args(slot))
+    def view(self, what: str, frame: "DataFrame") -> None:
+        self._view(what, frame)
 
-    def _stored_frame(self, slot: str, batch: int) -> "DataFrame":
-        return self.spark.sql(self.derived["stored"], args={**self._slot_args(slot), "batch": batch})
+    def save_state(self, state: MvState) -> None:
+        self.store.set_state(self.leases[self.plan.topic()], state.dump(), self.now())
 
     def _sql(self, name: str, **args: Any) -> "DataFrame":
         text = self.derived[name]

@@ -95,7 +95,7 @@ def test_min_interval():
 
 
 def test_rebuild_reason_up_to_date_and_ranges():
-    base = dict(committed=True, in_flight=False, slot="a", stored_exists=True, definition_matches=True, swapping="")
+    base = dict(committed=True, in_flight=False, stored_exists=True, definition_matches=True, swapping="")
     assert rebuild_reason(False, **base) is None
     assert rebuild_reason(True, **base) == "--full-refresh"
     assert rebuild_reason(False, **{**base, "committed": False}) == "first run"
