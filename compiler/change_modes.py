@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import Problem, RunError
-from .mv import BATCH, InputInfo, MvPlan, diffed
+from .mv import BATCH, MvPlan, diffed
+from .mv_decisions import Seen, input_range
 from .state import Offset, StateStore
 from .table_format import DELTA, delta_version, table_details
 
@@ -75,6 +76,7 @@ class Batch(Protocol):
     store: StateStore
     probe: Probe
     redo: bool
+    resume: bool  # a chunked batch resumed after a crash: ranges and snapshots as its first try planned
 
     def _sql(self, name: str, **args: Any) -> "DataFrame": ...
     def _spark_sql(self, text: str) -> None: ...
@@ -105,10 +107,10 @@ class ChangeMode:
         """The newest position seen (None: not known, or an input diffed by content)."""
         return run.probe.positions.get(self.input_id)
 
-    # -- decisions -------------------------------------------------------------------------
-    def up_to_date(self, run: Batch, offset: Offset) -> bool:
-        """Whether the input cannot have changed since ``offset.last`` was committed."""
-        return self.current(run) == (tuple(offset.last) or None)
+    # -- decisions (the pure rules are ``compiler.mv_decisions``'; a mode supplies its figures) --
+    def seen(self, run: Batch, offset: Offset) -> Seen:
+        """What the up-to-date check compares for this input (``offset`` is committed, not in flight)."""
+        return Seen(True, tuple(offset.last) or None, self.current(run))
 
     def rebuild_reason(self, run: Batch, offset: Offset) -> str | None:
         """Why the committed position cannot be continued from (kept by another mode)."""
@@ -118,12 +120,11 @@ class ChangeMode:
                     f"{_KEPT.get(kept, kept)}")
         return None
 
-    def next_position(self, run: Batch, offset: Offset, batch: int, fresh: bool) -> tuple:
-        """``next`` of this batch: the crashed try's when redoing it, else the newest position (an
-        empty input: a build reads it from the start later, a refresh keeps its ``last``)."""
-        if offset.in_flight and not fresh:
-            return tuple(offset.next)
-        return self.current(run) or (() if fresh else tuple(offset.last or ()))
+    def plan_range(self, run: Batch, offset: Offset, batch: int, fresh: bool, resume: bool) -> tuple[Any, Any]:
+        """``(last, next)`` of this batch (``mv_decisions.input_range``): the crashed try's ``next``
+        when redoing it, else the newest position."""
+        return input_range(batch, fresh, offset.last, offset.next, offset.in_flight, diffed=False,
+                           unchanged=False, current=self.current(run), resume=resume)
 
     # -- the batch -------------------------------------------------------------------------
     def changes(self, run: Batch, batch: int, last: tuple, nxt: tuple) -> "DataFrame":
@@ -152,8 +153,9 @@ class ChangeMode:
         """A one-row ``(input, fingerprint)`` frame of what this batch kept, or None."""
         return None
 
-    def state(self, fingerprint: str | None) -> str:
-        """The input topic's ``state`` at the commit."""
+    def state(self, run: Batch, taken: str | None) -> str:
+        """The input topic's ``state`` at the commit (``taken``: the fingerprint of the snapshot this
+        batch took, if it took one)."""
         return json.dumps({"mode": self.tag}) if self.tag else ""
 
     def after_commit(self, run: Batch, batch: int, last: tuple | None, nxt: tuple) -> None:
@@ -208,9 +210,8 @@ class UpstreamMv(ChangeMode):
         upstream = run.store.get(self.info.id)
         return tuple(upstream.last) if upstream and upstream.last is not None else None
 
-    def up_to_date(self, run: Batch, offset: Offset) -> bool:
-        upstream = run.store.get(self.info.id)
-        return not (upstream is not None and upstream.last and tuple(upstream.last) != tuple(offset.last))
+    def seen(self, run: Batch, offset: Offset) -> Seen:
+        return Seen(True, tuple(offset.last), self.current(run) or tuple(offset.last))
 
 
 class Snapshots(ChangeMode):
@@ -219,6 +220,7 @@ class Snapshots(ChangeMode):
     used columns (``fingerprint_frame``): the same fingerprint means no snapshot and no diff."""
 
     words = "snapshot diff"
+    kept: str | None = None  # the fingerprint of the last commit, read when the batch plans its range
 
     def probe(self, run: Batch, last: tuple | None, column: str) -> "DataFrame":
         return fingerprint_frame(run.spark.table(self.info.relation), self.info.used_columns, self.input_id)
@@ -229,18 +231,22 @@ class Snapshots(ChangeMode):
     def current(self, run: Batch) -> tuple | None:
         return None  # positions are batch numbers: a redo of the same batch covers the same content
 
-    def up_to_date(self, run: Batch, offset: Offset) -> bool:
+    def seen(self, run: Batch, offset: Offset) -> Seen:
         stored = stored_fingerprint(offset.state)
-        return stored is not None and stored == run.probe.fingerprints.get(self.input_id)
+        return Seen(stored is not None, stored, run.probe.fingerprints.get(self.input_id))
 
-    def next_position(self, run: Batch, offset: Offset, batch: int, fresh: bool) -> tuple:
-        # Unchanged since the last commit (same fingerprint): keep its snapshot, skip the diff.
-        same = not fresh and offset.last and self.up_to_date(run, offset)
-        return tuple(offset.last) if same else (batch,)
+    def plan_range(self, run: Batch, offset: Offset, batch: int, fresh: bool, resume: bool) -> tuple[Any, Any]:
+        """A snapshot as of the batch, unless the fingerprint is the last commit's (its snapshot is kept,
+        nothing diffed); a resumed chunked batch keeps the snapshot of its first try."""
+        self.kept = stored_fingerprint(offset.state)
+        unchanged = self.kept is not None and self.kept == run.probe.fingerprints.get(self.input_id)
+        return input_range(batch, fresh, offset.last, offset.next, offset.in_flight, diffed=True,
+                           unchanged=unchanged, current=None, resume=resume)
 
     def changes(self, run: Batch, batch: int, last: tuple, nxt: tuple) -> "DataFrame":
-        run._sql(f"snapshot:{self.input_id}", batch=batch)
-        run.phase("mv:snapshot-written")
+        if not run.resume:  # a resumed chunked batch diffs the snapshot its first try took
+            run._sql(f"snapshot:{self.input_id}", batch=batch)
+            run.phase("mv:snapshot-written")
         return run._sql(f"changes:{self.input_id}", last=int(last[0]), next=int(nxt[0]))
 
     def build(self, run: Batch, batch: int) -> None:
@@ -257,7 +263,11 @@ class Snapshots(ChangeMode):
         snapshot = run.spark.table(self._snapshot).where(F.col(BATCH) == batch)
         return fingerprint_frame(snapshot, self.info.used_columns, self.input_id)
 
-    def state(self, fingerprint: str | None) -> str:
+    def state(self, run: Batch, taken: str | None) -> str:
+        """The fingerprint of the snapshot taken, else of the last commit's snapshot, which is still the
+        one diffed against: a resumed chunked batch keeps it even when the probe now finds other
+        contents (the probe's newer fingerprint would hide that change from the next batch)."""
+        fingerprint = taken or self.kept or run.probe.fingerprints.get(self.input_id)
         return json.dumps({"fingerprint": fingerprint}) if fingerprint else ""
 
     def after_commit(self, run: Batch, batch: int, last: tuple | None, nxt: tuple) -> None:

@@ -207,6 +207,7 @@ def explain(obj: _Context, model, target) -> None:
     """Print what mvflow derived for an MV: key, hidden columns, key queries per input, refresh SQL."""
     from .errors import CompileError, Problem, did_you_mean
     from .mv import explain as describe, mv_plan
+    from .refresh import strategy_lines
 
     manifest = obj.manifest(target)
     found = manifest.models.get(model)
@@ -217,7 +218,8 @@ def explain(obj: _Context, model, target) -> None:
     if found.kind.name != "mv":
         raise CompileError(Problem(f"'{model}' is a {found.kind.name} model: explain shows what mvflow derives for an mv",
                                    found.path, 1, hint=mvs, code="not-an-mv"))
-    click.echo(describe(mv_plan(found, manifest)), nl=False)
+    plan = mv_plan(found, manifest)
+    click.echo(describe(plan, strategy_lines(manifest.project.target(target).state, plan.topic(), found.kind)), nl=False)
 
 
 @cli.command(name="lineage")

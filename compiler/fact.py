@@ -4,13 +4,24 @@ A fact is built in steps over a position range ``(last, next]`` of its **main so
 first table in FROM (or ``config(source=...)``), followed through views to the declared
 source whose ``position`` columns order its rows (e.g. ``(ts, order_id)``). Everything here
 is pure: the queries are sqlglot ASTs printed as Spark SQL with named parameter markers
-(``:last_ts``, ``:next_order_id``, ``:upto``, ``:step``), bound by ``steps.py`` at run time,
+(``:last_ts``, ``:next_order_id``, ``:upto``, ``:step``; ``{step}`` in a partition spec, see
+``_ParquetWrite``), bound by ``steps.py`` at run time,
 so ``target/run/<model>/step.sql`` is exactly what runs.
 
-The fact table is plain parquet partitioned by a hidden step id ``mvflow_step`` (a hash of
-the step's ``next``). Each step is written with ``INSERT OVERWRITE ... PARTITION
-(mvflow_step = :step)`` on a table whose overwrite mode is ``static``: a re-run of a crashed
-step replaces exactly what the crashed try wrote, even when the re-run writes no rows.
+How a step's write is made idempotent depends on the model's ``table_format``:
+
+- parquet: the table is partitioned by a hidden step id ``mvflow_step`` (a hash of the step's
+  ``next``). Each step is written with ``INSERT OVERWRITE ... PARTITION (mvflow_step = {step})``
+  on a table whose overwrite mode is ``static``: a re-run of a crashed step replaces exactly what
+  the crashed try wrote, even when the re-run writes no rows.
+- delta: no hidden column. Each step is one ``INSERT INTO ... REPLACE WHERE <(last, next] on the
+  fact's own position columns> SELECT ...``: one Delta commit that deletes whatever the table
+  holds in the step's range (what a crashed try committed) and adds the step's rows; Delta checks
+  that every written row is in the range. The fact must output its main source's position
+  columns unchanged. Delta's writer transaction ids (``txnAppId``/``txnVersion``) were the
+  alternative; they are not used: from SQL they are session settings, shared by the models a
+  ``--threads`` run steps at the same time, and a redo would *skip* the crashed try's commit
+  instead of replacing it, keeping rows whose source row has since moved to a later position.
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ from sqlglot import exp
 from .compile import Manifest, Model
 from .errors import CompileError, Problem
 from .parse import pretty, table_name
+from .table_format import DELTA, using
 
 STEP_COLUMN = "mvflow_step"  # no leading "_": the Hive metastore's partition filter parser rejects it
 _TIME_TYPES = ("timestamp", "date")
@@ -64,6 +76,14 @@ class FactPlan:
     stats_sql: str | None  # rows and null counts of a written step (None: columns unknown)
     before: tuple[str, ...] = ()
     after: tuple[str, ...] = ()
+    table_format: str = "parquet"
+    written_columns: tuple[str, ...] = ()  # delta: the fact's own position columns, the step's range is on
+    written: str = ""  # delta: where a step's rows are in the table ((last, next] on written_columns)
+    drop: str = ""  # --full-refresh: the table goes first (on Delta only when it is not a Delta table)
+
+    @property
+    def is_delta(self) -> bool:
+        return self.table_format == DELTA
 
     def markers(self, prefix: str) -> list[str]:
         return [f"{prefix}_{c}" for c in self.position]
@@ -86,6 +106,7 @@ def fact(manifest: Manifest, model: Model) -> FactPlan:
     step = model.ast.copy()
     _leftmost(step).where(_in_range(mapped, source.position, types), copy=False)
     depends = _dependencies(manifest, model, (*kind.depends_on, *source.depends_on))
+    write = _DeltaWrite(model, alias, columns, source, types) if model.table_format == DELTA else _ParquetWrite(model)
     return FactPlan(
         topic=model.name,
         relation=model.relation,
@@ -97,15 +118,19 @@ def fact(manifest: Manifest, model: Model) -> FactPlan:
         delay_seconds=max(kind.delay_seconds, source.delay_seconds),
         depends_on=depends,
         step=pretty(step),
-        create=(f"CREATE DATABASE IF NOT EXISTS {model.schema}", _create(model)),
-        insert=f"INSERT OVERWRITE TABLE {model.relation} PARTITION ({STEP_COLUMN} = :step)\n{pretty(step)}",
-        insert_observed=f"INSERT OVERWRITE TABLE {model.relation} PARTITION ({STEP_COLUMN} = :step)\nSELECT * FROM {{rows}}",
+        create=(f"CREATE DATABASE IF NOT EXISTS {model.schema}", write.create()),
+        insert=f"{write.into}\n{pretty(step)}",
+        insert_observed=f"{write.into}\nSELECT * FROM {{rows}}",
         next_sql=pretty(_next_query(source.id, source.position, types, kind.maxstep)),
         range_sql=pretty(_range_query(source.id, source.position, types)),
         freshness_sql=freshness_query(depends),
-        stats_sql=stats_query(model.relation, model.columns) if model.columns else None,
+        stats_sql=stats_query(model.relation, model.columns, write.written) if model.columns else None,
         before=_hooks(model.config.get("before")),
         after=_hooks(model.config.get("after")),
+        table_format=model.table_format,
+        written_columns=write.columns,
+        written=write.written.sql(dialect="spark") if write.written is not None else "",
+        drop=f"DROP TABLE IF EXISTS {model.relation}",
     )
 
 
@@ -120,8 +145,9 @@ def step_id(next_position: tuple) -> str:
     return hashlib.sha256(repr(tuple(next_position)).encode()).hexdigest()[:16]
 
 
-def stats_query(relation: str, columns: list[str] | tuple[str, ...]) -> str:
-    """Rows and null counts per output column of one written step.
+def stats_query(relation: str, columns: list[str] | tuple[str, ...], written: exp.Expression | str = "") -> str:
+    """Rows and null counts per output column of one written step (``written``: where the
+    step's rows are; default its ``mvflow_step`` partition).
 
     >>> print(stats_query("m.f", ["a"]))
     SELECT
@@ -134,7 +160,10 @@ def stats_query(relation: str, columns: list[str] | tuple[str, ...]) -> str:
     nulls = [exp.alias_(exp.func("COUNT_IF", exp.column(c, quoted=True).is_(exp.null())), exp.to_identifier(c, quoted=True))
              for c in columns if c != STEP_COLUMN]
     query = exp.select(exp.alias_(exp.func("COUNT", exp.Star()), exp.to_identifier("rows", quoted=True)), *nulls)
-    return pretty(query.from_(relation).where(exp.column(STEP_COLUMN).eq(exp.Placeholder(this="step"))))
+    if isinstance(written, str):
+        written = sqlglot.parse_one(written, dialect="spark") if written else None
+    where = written.copy() if written is not None else exp.column(STEP_COLUMN).eq(exp.Placeholder(this="step"))
+    return pretty(query.from_(relation).where(where))
 
 
 def step_script(plan: FactPlan) -> str:
@@ -144,9 +173,17 @@ def step_script(plan: FactPlan) -> str:
         f"-- reads {plan.source} over (last, next] of ({', '.join(plan.position)})",
         f"-- :{', :'.join(plan.markers('last'))} = the committed position (NULL on the first step)",
         f"-- :{', :'.join(plan.markers('next'))} = the planned position (offsets.next)",
-        f"-- :step = the step's {STEP_COLUMN} partition, the same for every try of the step",
     ]
-    for purpose, sql in [("create the schema and the fact table on the first step", plan.create[0]), ("", plan.create[1]),
+    if plan.is_delta:
+        lines.append(f"-- table format delta: the step replaces the table's rows in (last, next] of its own "
+                     f"({', '.join(plan.written_columns)}) in one commit")
+        create = "create the schema and the fact table on the first step; --full-refresh replaces it with an empty one at once"
+        drop = "--full-refresh of a table that is not a Delta table (a parquet fact before): dropped first"
+    else:
+        lines.append(f"-- {{step}} = the step's {STEP_COLUMN} partition, the same for every try of the step "
+                     "(a quoted literal; :step in the stats query)")
+        create, drop = "create the schema and the fact table on the first step", "--full-refresh: the table is dropped first"
+    for purpose, sql in [(drop, plan.drop), (create, plan.create[0]), ("", plan.create[1]),
                          *[("before hook", h) for h in plan.before],
                          ("write the step: replaces whatever an earlier try of this step wrote", plan.insert),
                          *[("after hook", h) for h in plan.after]]:
@@ -333,12 +370,49 @@ def _next_query(relation: str, position: tuple[str, ...], types, maxstep: int) -
     return _bounds(exp.select().from_(first.subquery("ready_rows")), position, types, ("lo", "hi"))
 
 
-def _create(model: Model) -> str:
-    body = exp.select(exp.Star(), exp.alias_(exp.cast(exp.null(), "string"), STEP_COLUMN)).from_(
-        model.ast.copy().subquery("q")).where(exp.false())
-    partition = ", ".join((STEP_COLUMN, *model.kind.partition_by))
-    return (f"CREATE TABLE IF NOT EXISTS {model.relation}\nUSING parquet\nPARTITIONED BY ({partition})\n"
-            f"OPTIONS ('partitionOverwriteMode' = 'static')\nAS\n{pretty(body)}")
+class _ParquetWrite:
+    """A step overwrites its hidden ``mvflow_step`` partition (static overwrite mode)."""
+
+    columns: tuple[str, ...] = ()
+    written = None  # the stats query's default: the step's partition
+
+    def __init__(self, model: Model):
+        self.model = model
+        # Spark's parser takes no parameter marker in a partition spec (with Delta's SQL extension the
+        # markers are bound after parsing): PySpark renders ``{step}`` as a quoted literal instead.
+        self.into = f"INSERT OVERWRITE TABLE {model.relation} PARTITION ({STEP_COLUMN} = {{step}})"
+
+    def create(self) -> str:
+        model = self.model
+        body = exp.select(exp.Star(), exp.alias_(exp.cast(exp.null(), "string"), STEP_COLUMN)).from_(
+            model.ast.copy().subquery("q")).where(exp.false())
+        partition = ", ".join((STEP_COLUMN, *model.kind.partition_by))
+        return (f"CREATE TABLE IF NOT EXISTS {model.relation}\nUSING parquet\nPARTITIONED BY ({partition})\n"
+                f"OPTIONS ('partitionOverwriteMode' = 'static')\nAS\n{pretty(body)}")
+
+
+class _DeltaWrite:
+    """A step replaces the rows of its range on the fact's own position columns, in one Delta commit."""
+
+    def __init__(self, model: Model, alias: str, columns: dict[str, str], source, types):
+        outputs = _pass_through(model, alias)
+        missing = [c for c in source.position if columns[c] not in outputs]
+        if missing:
+            _fail(model, f"on Delta a step replaces its range by the fact's own position columns, and "
+                  f"{', '.join(missing)} of {source.id} {'is' if len(missing) == 1 else 'are'} not in its output",
+                  f"select {', '.join(alias + '.' + columns[c] for c in missing)} unchanged in the fact "
+                  "(or set config(table_format='parquet'))", "fact-position", "table_format")
+        self.model = model
+        self.columns = tuple(outputs[columns[c]] for c in source.position)
+        self.written = _in_range([exp.column(c) for c in self.columns], source.position, types)
+        condition = "\n".join("  " + line for line in pretty(self.written).splitlines())
+        self.into = f"INSERT INTO {model.relation} REPLACE WHERE\n{condition}"
+
+    def create(self) -> str:
+        model = self.model
+        body = exp.select(exp.Star()).from_(model.ast.copy().subquery("q")).where(exp.false())
+        partition = f"\nPARTITIONED BY ({', '.join(model.kind.partition_by)})" if model.kind.partition_by else ""
+        return f"CREATE OR REPLACE TABLE {model.relation}\n{using(DELTA)}{partition}\nAS\n{pretty(body)}"
 
 
 # -- dependencies ----------------------------------------------------------------------------

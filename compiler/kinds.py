@@ -11,6 +11,9 @@ from typing import Any, ClassVar, Mapping
 
 from .sources import parse_duration
 
+#: ``config(strategy=...)`` of an ``mv``: how each batch with changes is applied (``compiler.strategy``).
+MV_STRATEGIES = ("auto", "incremental", "chunked", "full")
+
 #: Config keys every kind accepts (besides its own fields).
 COMMON_KEYS = frozenset({"materialized", "schema", "database", "alias", "tags", "description", "enabled", "before", "after",
                          "table_format"})
@@ -49,7 +52,8 @@ class ViewKind(_Kind):
 
 @dataclass(frozen=True)
 class TableKind(_Kind):
-    """Full rebuild into the idle slot, then an atomic swap of the view readers query."""
+    """Full rebuild: parquet into the idle slot, then an atomic swap of the view readers query;
+    delta as one ``CREATE OR REPLACE TABLE … AS SELECT`` (see ``materialize.py``)."""
 
     name: ClassVar[str] = "table"
     partition_by: tuple[str, ...] = ()
@@ -66,6 +70,9 @@ class MvKind(_Kind):
     unique_key: tuple[str, ...] = ()
     fanout_threshold: float = 0.2
     compact_threshold: float = 0.1
+    strategy: str = "auto"
+    min_interval_seconds: int = 0  # ``min_interval``: the shortest time between two batches
+    chunk_keys: int = 500_000  # affected keys per chunk of a chunked refresh
 
     @property
     def is_incremental(self) -> bool:
@@ -99,6 +106,8 @@ def create_kind(config: Mapping[str, Any]) -> Kind:
 
     >>> create_kind({"materialized": "fact", "maxstep": 10, "delay": "5m"})
     FactKind(source=None, maxstep=10, delay_seconds=300, depends_on=(), partition_by=())
+    >>> create_kind({"materialized": "mv", "strategy": "full", "min_interval": "10m"}).min_interval_seconds
+    600
     >>> create_kind({"materialized": "cube"})
     Traceback (most recent call last):
     ...
@@ -114,9 +123,9 @@ def create_kind(config: Mapping[str, Any]) -> Kind:
     if cls is None:
         raise KindError(f"unknown materialized={name!r}", "valid kinds: " + ", ".join(KINDS), "unknown-kind")
     own = {f.name for f in fields(cls)}
-    aliases = {"delay": "delay_seconds"} if "delay_seconds" in own else {}
+    aliases = {alias: name for alias, name in _DURATIONS.items() if name in own}
     allowed = COMMON_KEYS | own | set(aliases)
-    valid = "valid keys: " + ", ".join(sorted(allowed - {"delay_seconds"}))
+    valid = "valid keys: " + ", ".join(sorted(allowed - set(_DURATIONS.values())))
     errors = [KindError(f"unknown config key for kind '{name}': {key}", valid, "unknown-config", key)
               for key in sorted(set(config) - allowed)]
     values = {}
@@ -133,13 +142,21 @@ def create_kind(config: Mapping[str, Any]) -> Kind:
     return cls(**values)
 
 
+_DURATIONS = {"delay": "delay_seconds", "min_interval": "min_interval_seconds"}  # config key -> field in seconds
+
+
 def _coerce(cls: type[_Kind], key: str, value: Any) -> Any:
     default = next(f.default for f in fields(cls) if f.name == key)
-    if key == "delay_seconds":
+    alias = next((a for a, name in _DURATIONS.items() if name == key), None)
+    if alias is not None:
         seconds = parse_duration(value)
         if seconds is None:
-            raise KindError(f"invalid delay {value!r}", "write a duration like 30s, 10m, 2h or 1d", "bad-config", "delay")
+            raise KindError(f"invalid {alias} {value!r}", "write a duration like 30s, 10m, 2h or 1d", "bad-config", alias)
         return seconds
+    if key == "strategy":
+        if value not in MV_STRATEGIES:
+            raise KindError(f"invalid strategy {value!r}", "valid strategies: " + ", ".join(MV_STRATEGIES), "bad-config", key)
+        return value
     if isinstance(default, tuple):
         if isinstance(value, str):
             return (value,)

@@ -145,6 +145,7 @@ class MvPlan:
     parts: tuple[Part, ...]
     inputs: dict[str, InputInfo]
     warnings: tuple[Problem, ...] = ()
+    table_format: str = "parquet"  # delta: a plain Delta table updated by MERGE; parquet: base + delta + view
 
     @property
     def all_columns(self) -> tuple[str, ...]:
@@ -175,11 +176,12 @@ def mv_plan(model: "Model", manifest: "Manifest") -> MvPlan:
     """
     return manifest.derived("mv_plan", model, lambda: _Analyzer(
         model.name, model.relation, model.path, _line_offset(model), model.ast, _catalog(manifest, model),
-        tuple(getattr(model.kind, "unique_key", ()) or ())).plan())
+        tuple(getattr(model.kind, "unique_key", ()) or ()), model.table_format).plan())
 
 
 def plan_from_sql(sql: str, inputs: dict[str, tuple[str, tuple[str, ...]]], unique_key: tuple[str, ...] = (),
-                  name: str = "mv", columns: dict[str, tuple[str, ...]] | None = None) -> MvPlan:
+                  name: str = "mv", columns: dict[str, tuple[str, ...]] | None = None,
+                  table_format: str = "parquet") -> MvPlan:
     """A plan from bare SQL and ``{table: (mode, key)}`` (tests, docs examples)."""
     from .parse import parse_select
 
@@ -188,7 +190,7 @@ def plan_from_sql(sql: str, inputs: dict[str, tuple[str, tuple[str, ...]]], uniq
                          feed=f"{t}_changes" if mode == "changes" else f"{t}__mvflow_changes" if mode == "mv" else None,
                          why=f"{t} is a {mode}") for t, (mode, key) in inputs.items()}
     return _Analyzer(name, f"db.{name}", f"models/{name}.sql", 0, parse_select(sql, f"models/{name}.sql"),
-                     catalog, tuple(unique_key)).plan()
+                     catalog, tuple(unique_key), table_format).plan()
 
 
 @dataclass(frozen=True)
@@ -258,8 +260,9 @@ class _Analyzer:
     """Runs the validation phases over one MV SELECT; ``plan()`` raises or returns the plan."""
 
     def __init__(self, name: str, relation: str, path: str, offset: int, ast: exp.Query,
-                 catalog: dict[str, _Input], unique_key: tuple[str, ...]):
+                 catalog: dict[str, _Input], unique_key: tuple[str, ...], table_format: str = "parquet"):
         self.name, self.relation, self.path, self.offset = name, relation, path, offset
+        self.table_format = table_format
         self.ast = ast.copy()
         self.catalog = catalog
         self.unique_key = unique_key
@@ -584,7 +587,7 @@ class _Analyzer:
                                          key_cols + tuple(sorted(used[input_id] - set(key_cols))),
                                          source.position, source.feed, source.table_format, source.origin)
         return MvPlan(self.name, self.relation, self.path, key, tuple(columns), hidden, tuple(parts), inputs,
-                      tuple(self.warnings))
+                      tuple(self.warnings), self.table_format)
 
 
 # -- small AST helpers -------------------------------------------------------------------
@@ -885,14 +888,58 @@ def affected_keys_query(plan: MvPlan) -> exp.Query:
     return _union(queries, distinct=True) if len(queries) > 1 else queries[0].distinct(copy=False)
 
 
-def delta_query(plan: MvPlan) -> exp.Select:
-    """One delta row per affected key: the recomputed row, or a tombstone when it is gone."""
+def chunk_query(plan: MvPlan, part: Part) -> exp.Select:
+    """The affected main keys of ``part`` whose MV key falls in chunk ``:chunk`` of ``:chunks``
+    (a chunked refresh, ``compiler.strategy``): the MV keys split by a hash of their values.
+
+    >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
+    ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))})
+    >>> print(chunk_query(plan, plan.parts[0]).sql(dialect="spark"))
+    SELECT * FROM mvflow_mv_affected_all_p0 AS o WHERE PMOD(HASH(o.id), :chunks) = :chunk
+    """
+    hashed = exp.func("pmod", exp.func("hash", *[e.copy() for e in part.key_exprs]), exp.Placeholder(this="chunks"))
+    return (exp.select("*").from_(_table(plan.view_name(f"affected_all_p{part.index}"), part.main_alias))
+            .where(hashed.eq(exp.Placeholder(this="chunk"))))
+
+
+def delta_query(plan: MvPlan, batch: bool = True) -> exp.Select:
+    """One delta row per affected key: the recomputed row, or a tombstone when it is gone (with
+    the batch number for parquet's delta partition; a Delta MERGE's source has none)."""
     columns = [exp.column(c, "a" if c in plan.key else "r") for c in plan.all_columns]
     deleted = exp.alias_(exp.column(FOUND, "r").is_(exp.null()), DELETED)
-    batch = exp.alias_(exp.cast(exp.Placeholder(this="batch"), "BIGINT"), BATCH)
+    number = [exp.alias_(exp.cast(exp.Placeholder(this="batch"), "BIGINT"), BATCH)] if batch else []
     on = _and(exp.NullSafeEQ(this=exp.column(k, "a"), expression=exp.column(k, "r")) for k in plan.key)
-    return (exp.select(*columns, deleted, batch).from_(_table(plan.view_name("keys"), "a"))
+    return (exp.select(*columns, deleted, *number).from_(_table(plan.view_name("keys"), "a"))
             .join(_table(plan.view_name("rows"), "r"), on=on, join_type="left"))
+
+
+def merge_statement(plan: MvPlan) -> str:
+    """A Delta MV's batch: one MERGE of the recomputed rows and tombstones of the affected keys
+    (columns listed, so the tombstone flag is not written).
+
+    >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
+    ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))}, table_format="delta")
+    >>> print(merge_statement(plan).splitlines()[0])
+    MERGE INTO db.mv AS t
+    >>> print(*merge_statement(plan).splitlines()[-6:], sep=chr(10))
+    ON t.id <=> s.id
+    WHEN MATCHED AND s._mvflow_deleted THEN DELETE
+    WHEN MATCHED THEN UPDATE SET t.name = s.name, t._mvflow_k_c_id = s._mvflow_k_c_id
+    WHEN NOT MATCHED AND NOT s._mvflow_deleted THEN
+      INSERT (id, name, _mvflow_k_c_id)
+      VALUES (s.id, s.name, s._mvflow_k_c_id)
+    """
+    on = " AND ".join(f"t.{k} <=> s.{k}" for k in plan.key)
+    others = [c for c in plan.all_columns if c not in plan.key]
+    source = "\n".join("  " + line for line in pretty(delta_query(plan, batch=False)).splitlines())
+    lines = [f"MERGE INTO {plan.relation} AS t", f"USING (\n{source}\n) AS s", f"ON {on}",
+             f"WHEN MATCHED AND s.{DELETED} THEN DELETE"]
+    if others:
+        lines.append("WHEN MATCHED THEN UPDATE SET " + ", ".join(f"t.{c} = s.{c}" for c in others))
+    lines += [f"WHEN NOT MATCHED AND NOT s.{DELETED} THEN",
+              f"  INSERT ({', '.join(plan.all_columns)})",
+              f"  VALUES ({', '.join(f's.{c}' for c in plan.all_columns)})"]
+    return "\n".join(lines)
 
 
 def state_query(plan: MvPlan, columns: tuple[str, ...] | None = None, slot: str | None = None) -> exp.Query:
@@ -915,6 +962,19 @@ def state_query(plan: MvPlan, columns: tuple[str, ...] | None = None, slot: str 
     newest = (exp.select(*[exp.column(c, "l") for c in columns]).from_(_table("latest", "l"))
               .where(exp.Not(this=exp.column(DELETED, "l"))))
     return _union([base, newest], distinct=False).with_("delta", as_=delta).with_("latest", as_=latest)
+
+
+def stored_version_query(plan: MvPlan) -> exp.Select:
+    """A Delta MV's rows as they were at the last commit (what a redone batch must see): the
+    runner reads that table version into the view ``before`` (Delta's parser takes no marker
+    after ``VERSION AS OF``).
+
+    >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
+    ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))}, table_format="delta")
+    >>> print(stored_version_query(plan).sql(dialect="spark"))
+    SELECT b.id, b.name, b._mvflow_k_c_id FROM mvflow_mv_before AS b
+    """
+    return exp.select(*[exp.column(c, "b") for c in plan.all_columns]).from_(_table(plan.view_name("before"), "b"))
 
 
 def stored_query(plan: MvPlan) -> exp.Query:
@@ -1054,7 +1114,6 @@ class Derived:
 def derive(plan: MvPlan) -> Derived:
     """All derived SQL of an MV, deterministic and pretty (Spark dialect)."""
     q: dict[str, str] = {}
-    base, delta, changes = "IDENTIFIER(:base_table)", "IDENTIFIER(:delta_table)", plan.table_name("changes")
     q["full"] = pretty(full_query(plan))
     q["refresh"] = pretty(refresh_query(plan))
     for input_id, info in plan.inputs.items():
@@ -1076,22 +1135,59 @@ def derive(plan: MvPlan) -> Derived:
         for name, query in (("lookup", lookup_query(plan, part)), ("walk", walk_query(plan, part))):
             if query is not None:
                 q[f"{name}:p{part.index}"] = pretty(query)
-    q["stored"] = pretty(stored_query(plan))
+    delta = plan.table_format == "delta"
+    q["stored"] = pretty(stored_version_query(plan) if delta else stored_query(plan))
+    for part in plan.parts:
+        q[f"chunk:p{part.index}"] = pretty(chunk_query(plan, part))
     q["keys"] = pretty(affected_keys_query(plan))
+    (_derive_delta if delta else _derive_parquet)(plan, q)
+    return Derived(q)
+
+
+def _derive_delta(plan: MvPlan, q: dict[str, str]) -> None:
+    """A Delta MV: one table under the model's name, replaced by a build, merged into by a batch."""
+    from .table_format import DELTA_PROPERTIES, using
+
+    q["build"] = f"CREATE OR REPLACE TABLE {plan.relation}\n{using('delta', DELTA_PROPERTIES)}\nAS\n{q['full']}"
+    q["merge"] = merge_statement(plan)
+    # Delta's parser takes a literal only here: the runner binds the (integer) version into the text.
+    q["restore"] = f"RESTORE TABLE {plan.relation} TO VERSION AS OF :version"
+    q["optimize"] = f"OPTIMIZE {plan.relation}"
+    q["create_changes"] = _create_changes(plan, plan.relation)
+    q["publish"] = _publish(plan)
+    # the parquet format's storage, when a model switches to Delta
+    q["drop_view"] = f"DROP VIEW IF EXISTS {plan.relation}"
+    for slot in SLOTS:
+        for what in ("base", "delta"):
+            q[f"drop:{what}_{slot}"] = f"DROP TABLE IF EXISTS {plan.table_name(f'{what}_{slot}')}"
+
+
+def _derive_parquet(plan: MvPlan, q: dict[str, str]) -> None:
+    """A parquet MV: base slots a/b, a delta partitioned by batch, a merge-on-read view."""
+    base, delta = "IDENTIFIER(:base_table)", "IDENTIFIER(:delta_table)"
     q["build_base"] = f"CREATE TABLE {base}\nUSING parquet\nAS\n{q['full']}"
     q["create_delta"] = (f"CREATE TABLE {delta}\nUSING parquet\nPARTITIONED BY ({BATCH})\nAS\n"
                          f"SELECT b.*, FALSE AS {DELETED}, CAST(0 AS BIGINT) AS {BATCH}\nFROM {base} AS b\nLIMIT 0")
     q["write_delta"] = f"INSERT OVERWRITE TABLE {delta} PARTITION ({BATCH})\n{pretty(delta_query(plan))}"
-    key_list = ", ".join(plan.key)
-    q["create_changes"] = (f"CREATE TABLE IF NOT EXISTS {changes}\nUSING parquet\nPARTITIONED BY ({BATCH})\nAS\n"
-                           f"SELECT {key_list}, CAST(0 AS BIGINT) AS {BATCH}\nFROM {base}\nLIMIT 0")
-    q["publish"] = (f"INSERT OVERWRITE TABLE {changes} PARTITION ({BATCH})\n"
-                    f"SELECT {key_list}, CAST(:batch AS BIGINT) AS {BATCH}\nFROM {plan.view_name('keys')}")
+    q["create_changes"] = _create_changes(plan, base)
+    q["publish"] = _publish(plan)
     for slot in SLOTS:
         visible = pretty(state_query(plan, columns=plan.columns, slot=slot))
         q[f"view:{slot}"] = f"CREATE OR REPLACE VIEW {plan.relation} AS\n{visible}"
     q["compact"] = f"CREATE TABLE {base}\nUSING parquet\nAS\nSELECT *\nFROM {plan.view_name('current')}"
-    return Derived(q)
+    # the Delta format's table, when a model switches to parquet (its view takes the name)
+    q["drop_table"] = f"DROP TABLE IF EXISTS {plan.relation}"
+
+
+def _publish(plan: MvPlan) -> str:
+    return (f"INSERT OVERWRITE TABLE {plan.table_name('changes')} PARTITION ({BATCH})\n"
+            f"SELECT {', '.join(plan.key)}, CAST(:batch AS BIGINT) AS {BATCH}\nFROM {plan.view_name('keys')}")
+
+
+def _create_changes(plan: MvPlan, table: str) -> str:
+    """The table publishing each batch's MV keys for stacked MVs (parquet, a partition per batch)."""
+    return (f"CREATE TABLE IF NOT EXISTS {plan.table_name('changes')}\nUSING parquet\nPARTITIONED BY ({BATCH})\nAS\n"
+            f"SELECT {', '.join(plan.key)}, CAST(0 AS BIGINT) AS {BATCH}\nFROM {table}\nLIMIT 0")
 
 
 def input_paths(plan: MvPlan) -> dict[str, dict]:
@@ -1115,11 +1211,12 @@ def input_paths(plan: MvPlan) -> dict[str, dict]:
     return result
 
 
-def explain(plan: MvPlan) -> str:
-    """A readable account of what mvflow derived for an MV (``mvflow explain``)."""
+def explain(plan: MvPlan, notes: Iterable[str] = ()) -> str:
+    """A readable account of what mvflow derived for an MV (``mvflow explain``); ``notes`` are
+    lines said after the key (the refresh strategy and its estimates, ``compiler.strategy``)."""
     lines = [f"mv {plan.name} ({plan.relation}) from {plan.path}",
              f"  unique key: {', '.join(plan.key)}",
-             f"  hidden key columns: {', '.join(plan.hidden) or '(none)'}"]
+             f"  hidden key columns: {', '.join(plan.hidden) or '(none)'}", *notes]
     for part in plan.parts:
         disc = f", discriminator {part.discriminator[0]} = {part.discriminator[1].sql(dialect='spark')}" if part.discriminator else ""
         lines.append(f"  part {part.index}: main {part.main_input} AS {part.main_alias} (key {', '.join(part.main_key)}){disc}")

@@ -24,7 +24,8 @@ from typing import Callable
 PhaseHook = Callable[[str], None]
 ENV = "MVFLOW_KILL_AT"
 
-# Every point the MV refresh reports, in the order a batch passes them (compiler/refresh.py).
+# Every point the MV refresh reports, in the order a batch passes them (compiler/refresh.py and
+# the storage of its table format, compiler/mv_storage.py: see MV_PARQUET_ONLY / MV_DELTA_ONLY).
 MV_PHASES = (
     "mv:leased",               # the MV's and its inputs' leases taken, nothing read yet
     "mv:probed",               # the inputs' newest positions and fingerprints known
@@ -32,22 +33,30 @@ MV_PHASES = (
     "mv:snapshot-written",     # a changed dictionary's snapshot taken for this batch
     "mv:changed-keys",         # the changed keys of every input checkpointed
     "mv:affected-keys",        # the affected MV keys checkpointed
-    "mv:fanout-guard",         # too many affected keys: about to switch to a full build
-    "mv:delta-written",        # the recomputed rows and tombstones written to the delta
+    "mv:fanout-guard",         # the strategy chose a full build (compiler.strategy): about to switch to it
+    "mv:delta-written",        # parquet: the recomputed rows and tombstones written to the delta
+    "mv:merged",               # delta: the recomputed rows and tombstones merged (one commit)
     "mv:published",            # the refreshed keys published for MVs stacked on this one
+    "mv:chunk-written",        # a chunked batch: one chunk written and published, not yet recorded
+    "mv:chunk-recorded",       # a chunked batch: the chunk recorded in the MV topic's state (resume point)
     "mv:committed",            # every topic committed in one transaction
     "mv:step-logged",          # the step log row written
     "mv:snapshots-dropped",    # snapshot partitions no later batch reads dropped
-    "mv:compaction-written",   # the compacted base written into the idle slot
-    "mv:compaction-marked",    # the swap to the idle slot marked in the state
-    "mv:compaction-swapped",   # the view reads the new slot; the state not yet updated
-    "mv:compacted",            # the state names the new slot
+    "mv:compaction-written",   # parquet: the compacted base written into the idle slot
+    "mv:compaction-marked",    # parquet: the swap to the idle slot marked in the state
+    "mv:compaction-swapped",   # parquet: the view reads the new slot; the state not yet updated
+    "mv:optimized",            # delta: OPTIMIZE committed; the state not yet updated
+    "mv:compacted",            # the state names the new slot (delta: the optimized version)
     "mv:build-snapshots",      # a full build took every dictionary's snapshot
     "mv:build-marked",         # a full build marked the swap in the state
-    "mv:build-base-written",   # a full build wrote the new base
+    "mv:build-base-written",   # parquet: a full build wrote the new base
+    "mv:build-replaced",       # delta: a full build replaced the table (CREATE OR REPLACE)
     "mv:build-published",      # a full build published every old and new key
-    "mv:build-swapped",        # the view reads the new base; not yet committed
+    "mv:build-swapped",        # parquet: the view reads the new base; not yet committed
 )
+MV_PARQUET_ONLY = frozenset({"mv:delta-written", "mv:compaction-written", "mv:compaction-marked",
+                             "mv:compaction-swapped", "mv:build-base-written", "mv:build-swapped"})
+MV_DELTA_ONLY = frozenset({"mv:merged", "mv:optimized", "mv:build-replaced"})
 # Every point a fact step reports (compiler/steps.py).
 FACT_PHASES = (
     "fact:planned",            # next chosen, not yet written
@@ -61,6 +70,16 @@ FACT_PHASES = (
 
 class Crash(BaseException):
     """A simulated death of the runner: a BaseException, so no ``except Exception`` handles it."""
+
+
+def mv_phases(table_format: str) -> tuple[str, ...]:
+    """The MV points a batch on this table format can pass, in order.
+
+    >>> [p for p in mv_phases("delta") if "build" in p]
+    ['mv:build-snapshots', 'mv:build-marked', 'mv:build-replaced', 'mv:build-published']
+    """
+    other = MV_PARQUET_ONLY if table_format == "delta" else MV_DELTA_ONLY
+    return tuple(p for p in MV_PHASES if p not in other)
 
 
 def no_phase(name: str) -> None:

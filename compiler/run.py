@@ -23,6 +23,7 @@ from . import failures, materialize
 from .compile import Manifest, Model
 from .graph import model_id
 from .kinds import TableKind
+from .table_format import DELTA, VIEW, describe_table, provider_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -37,6 +38,8 @@ class Result:
     rows: int | None = None
     message: str = ""
     started_at: str = ""
+    strategy: str | None = None  # an mv batch: incremental | chunked | full (``compiler.strategy``)
+    estimates: dict | None = None  # an mv batch: the decision's figures (``Decision.to_dict``)
 
 
 @dataclass
@@ -237,16 +240,17 @@ def run_statements(spark: "SparkSession", manifest: Manifest, model: Model) -> R
     result = Result(model.name, model.kind.name, "success", started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     params: dict[str, str] = {}
     try:
-        slot = idle_slot(spark, model.relation) if isinstance(model.kind, TableKind) else None
-        if slot is not None:
+        is_table = isinstance(model.kind, TableKind)
+        layout, slot = table_layout(spark, model.relation) if is_table else (None, None)
+        if is_table and model.table_format != DELTA:
             params["build_table"] = materialize.slot_table(model.relation, slot)
         for item in materialize.statements(model) or []:
-            if item.slot is not None and item.slot != slot:
+            if (item.slot is not None and item.slot != slot) or (item.layout is not None and item.layout != layout):
                 continue
             failures.running_statement(item.sql, item.purpose)
             spark.sql(item.sql, args={k: v for k, v in params.items() if f":{k}" in item.sql} or None)
-        if isinstance(model.kind, TableKind):
-            result.rows = spark.table(params["build_table"]).count()
+        if is_table:
+            result.rows = spark.table(params.get("build_table", model.relation)).count()
     except Exception as exc:  # noqa: BLE001 - a failing model must not stop the others
         result.status = "error"
         result.message = _spark_message(exc)
@@ -254,17 +258,19 @@ def run_statements(spark: "SparkSession", manifest: Manifest, model: Model) -> R
     return result
 
 
-def idle_slot(spark: "SparkSession", relation: str) -> str:
-    """The blue/green slot the model's view does not read now ("a" on the first build)."""
-    if not spark.catalog.tableExists(relation):
-        return materialize.SLOTS[0]
-    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {relation}").collect()
-    info = {r.col_name: r.data_type for r in rows}
-    if info.get("Type") != "VIEW":
-        raise RuntimeError(f"{relation} exists and is not a view mvflow manages: drop or rename it first")
-    text = info.get("View Text", "")
-    live = re.search(r"__mvflow_([ab])\b", text)
-    return materialize.SLOTS[1] if live and live.group(1) == materialize.SLOTS[0] else materialize.SLOTS[0]
+def table_layout(spark: "SparkSession", relation: str) -> tuple[str | None, str]:
+    """What a table model's name holds now (None: nothing, ``view``, ``delta``) and the
+    blue/green slot the parquet layout builds next: the one its view does not read ("a" first)."""
+    info = describe_table(spark, relation)
+    provider = provider_of(info)
+    if provider is None:
+        return None, materialize.SLOTS[0]
+    if provider == DELTA:
+        return DELTA, materialize.SLOTS[0]
+    if provider != VIEW:
+        raise RuntimeError(f"{relation} exists and is not a view or Delta table mvflow manages: drop or rename it first")
+    live = re.search(r"__mvflow_([ab])\b", info.get("View Text", ""))
+    return VIEW, materialize.SLOTS[1] if live and live.group(1) == materialize.SLOTS[0] else materialize.SLOTS[0]
 
 
 def _spark_message(exc: Exception) -> str:

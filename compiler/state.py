@@ -115,6 +115,8 @@ class StepLogRow:
     query_id: str = ""
     seconds: float = 0.0
     consumer: str = ""
+    strategy: str = ""  # an MV batch: incremental | chunked | full (``compiler.strategy``)
+    detail: dict = field(default_factory=dict)  # an MV batch: affected keys, MV rows, chunks, estimates
 
 
 class LeaseHeld(RunError):
@@ -304,7 +306,13 @@ class SqliteStateStore(StateStore):
             db.execute(f"""CREATE TABLE IF NOT EXISTS {step_log_table} (
                 id INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT NOT NULL, ts TEXT NOT NULL, rows INTEGER NOT NULL,
                 last TEXT, next TEXT, min_pos TEXT, max_pos TEXT, max_lag_seconds REAL, nulls TEXT NOT NULL,
-                query_id TEXT NOT NULL, seconds REAL NOT NULL, consumer TEXT NOT NULL)""")
+                query_id TEXT NOT NULL, seconds REAL NOT NULL, consumer TEXT NOT NULL,
+                strategy TEXT NOT NULL DEFAULT '', detail TEXT NOT NULL DEFAULT '{{}}')""")
+            logged = {row["name"] for row in db.execute(f"PRAGMA table_info({step_log_table})")}
+            for column in ("strategy", "detail"):  # a state store written by an older mvflow
+                if column not in logged:
+                    default = "'{}'" if column == "detail" else "''"
+                    db.execute(f"ALTER TABLE {step_log_table} ADD COLUMN {column} TEXT NOT NULL DEFAULT {default}")
             db.execute(f"CREATE INDEX IF NOT EXISTS {step_log_table}_topic ON {step_log_table} (topic, id)")
             db.execute(f"CREATE TABLE IF NOT EXISTS {self.watch_table} (topic TEXT PRIMARY KEY, watch TEXT NOT NULL)")
             db.execute(f"""CREATE TABLE IF NOT EXISTS {self.claims_table} (name TEXT PRIMARY KEY, holder TEXT NOT NULL,
@@ -425,10 +433,11 @@ class SqliteStateStore(StateStore):
         with self._write() as db:
             db.execute(
                 f"INSERT INTO {self.step_log_table} (topic, ts, rows, last, next, min_pos, max_pos, max_lag_seconds, "
-                "nulls, query_id, seconds, consumer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "nulls, query_id, seconds, consumer, strategy, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (row.topic, _time(row.ts), row.rows, encode_position(row.last), encode_position(row.next),
                  encode_position(row.min_pos), encode_position(row.max_pos), row.max_lag_seconds,
-                 json.dumps(row.nulls, sort_keys=True), row.query_id, row.seconds, row.consumer),
+                 json.dumps(row.nulls, sort_keys=True), row.query_id, row.seconds, row.consumer, row.strategy,
+                 json.dumps(row.detail, sort_keys=True)),
             )
 
     # -- claims --------------------------------------------------------------------------
@@ -496,4 +505,5 @@ def _step(row: sqlite3.Row) -> StepLogRow:
         next=decode_position(row["next"]), min_pos=decode_position(row["min_pos"]),
         max_pos=decode_position(row["max_pos"]), max_lag_seconds=row["max_lag_seconds"],
         nulls=json.loads(row["nulls"]), query_id=row["query_id"], seconds=row["seconds"], consumer=row["consumer"],
+        strategy=row["strategy"], detail=json.loads(row["detail"] or "{}"),
     )

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-from .refresh import MvState
+from .mv_storage import MvState
 from .state import Claim, Offset, Position, StepLogRow, holder_is_gone
 
 NONE = "-"
@@ -142,12 +142,16 @@ def claim_lines(claims: list[Claim], now: datetime) -> list[str]:
 
 
 def state_words(state: str, last: Position | None = None) -> str:
-    """A topic's ``state`` in words: the MV's slot and rows, a diffed input's snapshot, else as kept.
+    """A topic's ``state`` in words: the MV's storage and rows, a diffed input's snapshot, else as kept.
 
     >>> state_words('{"base_rows": 10000, "definition": "e7", "delta_rows": 120, "slot": "a", "swapping": ""}')
     'slot a, 10,000 rows + 120 in delta'
+    >>> state_words('{"base_rows": 10000, "definition": "e7", "delta_rows": 120, "slot": "", "version": 12}')
+    'Delta table, version 12, 10,000 rows'
     >>> state_words('{"base_rows": 5, "delta_rows": 0, "slot": "a", "swapping": "b"}')
     'slot a, 5 rows + 0 in delta, moving to slot b (a build or compaction was interrupted: the next run redoes it)'
+    >>> state_words('{"base_rows": 5, "delta_rows": 4, "slot": "a", "chunked": {"batch": 7, "chunks": 8, "done": 3}}')
+    'slot a, 5 rows + 4 in delta, chunked batch 7: 3 of 8 chunks written (the next run resumes it)'
     >>> state_words('{"fingerprint": "20:5:9"}', (12,)), state_words("caught up"), state_words("")
     ('snapshot of batch 12', 'caught up', '-')
     >>> state_words('{"mode": "versions"}', (7,)), state_words('{"mode": "cdf"}', (7,))
@@ -155,11 +159,7 @@ def state_words(state: str, last: Position | None = None) -> str:
     """
     data = _json(state)
     if "slot" in data:
-        mv = MvState.parse(state)
-        words = f"slot {mv.slot or '(none)'}, {mv.base_rows:,} rows + {mv.delta_rows:,} in delta"
-        if mv.swapping:
-            words += f", moving to slot {mv.swapping} (a build or compaction was interrupted: the next run redoes it)"
-        return words
+        return MvState.parse(state).words()
     if "fingerprint" in data:
         return f"snapshot of batch {last[0]}" if last else "no snapshot yet"
     if data.get("mode") in _VERSION_MODES:

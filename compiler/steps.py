@@ -7,8 +7,8 @@ For one fact (its topic is the model's name):
    otherwise choose ``next``: the last row after ``last`` that is ready (older than ``upto`` =
    min(now − delay, freshness of every ``depends_on`` entry)), at most ``maxstep`` rows on;
    if nothing is ready, record why and stop;
-3. write ``next``, then overwrite the step's hidden partition with the SELECT over
-   ``(last, next]``;
+3. write ``next``, then write the SELECT over ``(last, next]`` so that it replaces whatever a
+   crashed try of the step wrote (parquet: its hidden partition; delta: ``REPLACE WHERE`` the range);
 4. commit ``last = next`` (fenced by the lease's token) and append a step log row;
 5. repeat until caught up or ``max_steps``, then release the lease.
 
@@ -34,6 +34,7 @@ from .fact import STEP_COLUMN, FactPlan, fact, stats_query, step_id
 from .run import Result, _spark_message
 from .state import Lease, Offset, StateStore, StepLogRow, default_holder
 from .status import duration as _duration
+from .table_format import DELTA, table_provider
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -178,20 +179,39 @@ class _Stepper:
 
     def run(self) -> None:
         plan, store = self.plan, self.store
+        stored = table_provider(self.spark, plan.relation)
         if self.options.full_refresh:
             store.reset(plan.topic)  # first: a crash before the drop leaves a topic that refuses to run
-            self.spark.sql(f"DROP TABLE IF EXISTS {plan.relation}")
+            if not plan.is_delta or stored not in (None, DELTA):
+                self.sql(plan.drop, {})
+            if plan.is_delta:  # replaced in one commit (readers keep its name and history), emptied
+                self.create()
+            stored = DELTA if plan.is_delta else None
         offset = store.get(plan.topic)
-        if offset.last is None and offset.next is None and self.spark.catalog.tableExists(plan.relation):
+        if offset.last is None and offset.next is None and stored is not None and not self.options.full_refresh:
             raise RunError(Problem(
                 f"fact '{plan.topic}': {plan.relation} exists but the state store has no position for it",
                 plan.path, hint="rebuild it with mvflow run --full-refresh -s " + plan.topic
                 + " (or point the target at the state store that built it)", code="fact-no-offsets"))
+        if stored is not None and (stored == DELTA) != plan.is_delta:
+            raise RunError(Problem(
+                f"fact '{plan.topic}': {plan.relation} is a {stored} table but the model's table_format is {plan.table_format}",
+                plan.path, hint="rebuild it in the new format with mvflow run --full-refresh -s " + plan.topic
+                + " (or set config(table_format='" + (DELTA if stored == DELTA else "parquet") + "') to keep it)",
+                code="fact-format"))
+        self.table_ready = stored is not None
         while self.options.max_steps is None or self.steps < self.options.max_steps:
             self.lease = store.renew(self.lease, self.options.lease_ttl_seconds, self.options.clock())
             if not self.step(store.get(plan.topic)):
                 return
         self.note(f"stopped after {self.steps} step(s) (--max-steps)")
+
+    def create(self) -> None:
+        """The schema (only when missing: Hive logs an ERROR for an existing one) and the empty table."""
+        schema, table = self.plan.create
+        if not self.spark.catalog.databaseExists(self.plan.relation.split(".")[0]):
+            self.sql(schema, {})
+        self.sql(table, {})
 
     def note(self, state: str, seen=None) -> None:
         self.store.set_state(self.lease, state, self.options.clock(), seen)
@@ -222,10 +242,7 @@ class _Stepper:
         self.spark.sparkContext.setJobGroup(group, f"mvflow fact step {plan.topic}", interruptOnCancel=False)
         try:
             if not self.table_ready and not self.spark.catalog.tableExists(plan.relation):
-                schema, table = plan.create
-                if not self.spark.catalog.databaseExists(plan.relation.split(".")[0]):
-                    self.sql(schema, params)  # only when missing: Hive logs an ERROR for an existing one
-                self.sql(table, params)
+                self.create()
             self.table_ready = True
             for hook in plan.before:
                 self.sql(hook, params)
@@ -234,8 +251,8 @@ class _Stepper:
             for hook in plan.after:
                 self.sql(hook, params)
             phase("fact:written")
-            if stats is None or plan.after:  # after hooks may change the partition: count what they left
-                stats = self.stats(step)
+            if stats is None or plan.after:  # after hooks may change the step's rows: count what they left
+                stats = self.stats(params)
         finally:
             self.spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
         rows, nulls = stats
@@ -325,7 +342,7 @@ class _Stepper:
         return _mv_freshness(label, dep.name, self.store.offsets())
 
     def sql(self, text: str, params: dict) -> None:
-        self.spark.sql(text, args={k: v for k, v in params.items() if f":{k}" in text} or None)
+        self.spark.sql(text, args=_args(text, params))
 
     def write(self, params: dict) -> tuple[int, dict] | None:
         """Run ``plan.insert`` with the step's rows and null counts observed while it writes
@@ -333,22 +350,24 @@ class _Stepper:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        rows = self.spark.sql(self.plan.step, args={k: v for k, v in params.items() if f":{k}" in self.plan.step})
+        rows = self.spark.sql(self.plan.step, args=_args(self.plan.step, params))
         columns = [c for c in rows.columns if c != STEP_COLUMN]
         observation = Observation(f"mvflow_step_{uuid.uuid4().hex}")
         metrics = [F.count(F.lit(1)).alias("m0")] + [
             F.count_if(F.col(_quoted(c)).isNull()).alias(f"m{i}") for i, c in enumerate(columns, 1)]
-        self.spark.sql(self.plan.insert_observed, args={"step": params["step"]}, rows=rows.observe(observation, *metrics))
+        self.spark.sql(self.plan.insert_observed, args=_args(self.plan.insert_observed, params),
+                       rows=rows.observe(observation, *metrics), step=params["step"])
         # Spark 4 completes the observation when the command returns; never block on one it did not
         if not observation._jo.future().isCompleted():
             return None
         values = observation.get
         return int(values["m0"]), {c: values[f"m{i}"] for i, c in enumerate(columns, 1)}
 
-    def stats(self, step: int) -> tuple[int, dict]:
-        """Rows and null counts per column of the written step, read back from its partition."""
-        text = self.plan.stats_sql or stats_query(self.plan.relation, self.spark.table(self.plan.relation).columns)
-        row = self.spark.sql(text, args={"step": step}).collect()[0]
+    def stats(self, params: dict) -> tuple[int, dict]:
+        """Rows and null counts per column of the written step, read back from the table."""
+        text = self.plan.stats_sql or stats_query(self.plan.relation, self.spark.table(self.plan.relation).columns,
+                                                  self.plan.written)
+        row = self.spark.sql(text, args=_args(text, params)).collect()[0]
         return int(row[0]), dict(zip(row.__fields__[1:], row[1:]))
 
 
@@ -387,6 +406,11 @@ def _all_before(ready: dict, upto: datetime, position) -> bool:
         return True
     newest = _time_of(_position(ready, "hi", position))
     return newest is not None and newest < upto
+
+
+def _args(text: str, params: dict) -> dict | None:
+    """The parameters whose markers ``text`` holds (Spark refuses unused ones in some statements)."""
+    return {k: v for k, v in params.items() if f":{k}" in text} or None
 
 
 def _quoted(column: str) -> str:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DELTA, PARQUET = "delta", "parquet"
+VIEW = "view"  # what table_provider says of a view
 
 # Deletion vectors: a MERGE that touches a few rows of a file marks them instead of rewriting the
 # file (measured at 1M rows, 0.1% random keys: 0.17x a rebuild with them, a full rewrite without).
@@ -36,23 +37,45 @@ def using(table_format: str, properties: dict[str, str] | None = None) -> str:
     return clause
 
 
+def describe_table(spark: "SparkSession", relation: str) -> dict[str, str] | None:
+    """``DESCRIBE TABLE EXTENDED`` as a mapping (``Type``, ``Provider``, ``View Text``…); None when missing."""
+    if not spark.catalog.tableExists(relation):
+        return None
+    return {r.col_name: (r.data_type or "") for r in spark.sql(f"DESCRIBE TABLE EXTENDED {relation}").collect()}
+
+
+def provider_of(info: dict[str, str] | None) -> str | None:
+    """None for a missing table, ``view``, else the table's provider (``delta``, ``parquet``, ``hive``…)."""
+    if info is None:
+        return None
+    return VIEW if info.get("Type", "").upper() == "VIEW" else info.get("Provider", "").lower()
+
+
+def table_provider(spark: "SparkSession", relation: str) -> str | None:
+    """What ``relation`` is now (see ``provider_of``)."""
+    return provider_of(describe_table(spark, relation))
+
+
 def is_delta_table(spark: "SparkSession", relation: str) -> bool:
     """Whether ``relation`` exists as a Delta table (not a view, not parquet)."""
-    return table_details(spark, relation)[0] == DELTA
+    return table_provider(spark, relation) == DELTA
 
 
 def table_details(spark: "SparkSession", relation: str) -> tuple[str | None, dict[str, str]]:
-    """How ``relation`` is stored (``delta``, ``parquet``, ``view``…; None if it does not exist)
-    and its table properties: one catalog call, no Spark job."""
-    if not spark.catalog.tableExists(relation):
-        return None, {}
-    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {relation}").collect()
-    info = {r.col_name: (r.data_type or "") for r in rows}
-    if info.get("Type", "").upper() == "VIEW":
-        return "view", {}
-    pairs = info.get("Table Properties", "").strip("[]")
-    properties = dict(p.split("=", 1) for p in pairs.split(",") if "=" in p) if pairs else {}
-    return info.get("Provider", "").lower() or None, properties
+    """How ``relation`` is stored (``provider_of``: ``delta``, ``parquet``, ``view``…; None if it does
+    not exist) and its table properties: one catalog call, no Spark job."""
+    info = describe_table(spark, relation)
+    return provider_of(info) or None, table_properties(info)
+
+
+def table_properties(info: dict[str, str] | None) -> dict[str, str]:
+    """The ``Table Properties`` of a ``describe_table`` mapping (none for a view or a missing table).
+
+    >>> table_properties({"Table Properties": "[delta.enableChangeDataFeed=true,delta.minReaderVersion=3]"})
+    {'delta.enableChangeDataFeed': 'true', 'delta.minReaderVersion': '3'}
+    """
+    pairs = (info or {}).get("Table Properties", "").strip("[]")
+    return dict(p.split("=", 1) for p in pairs.split(",") if "=" in p) if pairs else {}
 
 
 def delta_version(spark: "SparkSession", relation: str) -> int:

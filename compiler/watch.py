@@ -32,6 +32,7 @@ from urllib.parse import unquote, urlparse
 
 from .materialize import SLOTS, slot_table
 from .state import StateStore, encode_position
+from .table_format import DELTA
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -74,13 +75,14 @@ class Watch:
 
 
 def mv_spec(plan: "MvPlan", definition: str) -> Spec:
-    """An MV waits on its inputs' tables (a table model's two slots) and on upstream MVs' topics."""
+    """An MV waits on its inputs' tables (a table model's two slots, or its Delta table when the
+    plan says it is stored as Delta) and on upstream MVs' topics."""
     tables: list[str] = []
     topics: list[str] = []
     for info in plan.inputs.values():
         if info.mode == "mv":
             topics.append(info.id)
-        elif info.mode == "table" and info.table_format != "delta":
+        elif info.mode == "table" and info.table_format != DELTA:
             tables += [slot_table(info.relation, slot) for slot in SLOTS]
         else:
             tables += [info.relation, *([info.feed] if info.feed else [])]

@@ -23,6 +23,7 @@ def spark_target(tmp_path_factory) -> Target:
             app_name="mvflow-tests",
             warehouse_dir=base / "warehouse",
             metastore_dir=base / "metastore",
+            # Delta rebuilds a snapshot with 50 tasks by default: 2 halve a Delta write here (bench/delta_writes.md)
             conf={**DEFAULT_SPARK_CONF, "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
         ),
         state=StateSettings(path=base / "state.sqlite"),

@@ -49,7 +49,7 @@ sources:
 """
 
 WIDE = """
-{{{{ config(materialized='mv', schema='{db}', fanout_threshold=100, compact_threshold=100) }}}}
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
 SELECT
   o.id,
   o.title,
@@ -70,19 +70,26 @@ WHERE o.deleted = FALSE AND o.status = 'active' AND s.rating >= 2
 """
 
 
+def with_format(model: str, table_format: str) -> str:
+    """The model's text with ``table_format`` in its config (parquet: unchanged)."""
+    if table_format == "parquet":
+        return model
+    return model.replace("materialized='mv',", f"materialized='mv', table_format='{table_format}',", 1)
+
+
 class World:
     """Source tables in database ``db`` plus one project whose models read them."""
 
-    def __init__(self, spark, root: Path, models: dict[str, str] | None = None):
+    def __init__(self, spark, root: Path, models: dict[str, str] | None = None, table_format: str = "parquet"):
         self.spark = spark
         self.db = f"mvt{next(_counter)}_{abs(hash(str(root))) % 10_000}"
-        self.root = root
+        self.root, self.table_format = root, table_format
         self.rows: dict[str, dict[tuple, tuple]] = {t: {} for t in SCHEMAS}
         self.dirty: set[str] = set(SCHEMAS)
         self.clock = 0
         files = {"project.yml": "name: t\n", "lineage/t.yml": LINEAGE.format(db=self.db)}
         for name, text in (models or {"wide": WIDE}).items():
-            files[f"models/{name}.sql"] = text.format(db=self.db)
+            files[f"models/{name}.sql"] = with_format(text.format(db=self.db), table_format)
         for name, text in files.items():
             path = root / name
             path.parent.mkdir(parents=True, exist_ok=True)

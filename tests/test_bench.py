@@ -66,3 +66,73 @@ def test_bench_p1_runs_at_a_tiny_scale_without_dbt(tmp_path: Path, capsys):
     assert saved["rows"][0]["label"] == "cold"
     assert "| P1 | mvflow compile, cold | 10 models |" in (tmp_path / "results.md").read_text()
     assert "| P1 | mvflow compile, cold |" in capsys.readouterr().out
+
+
+# -- the P2 grid's pieces (bench/jobs.py, bench/changes.py, bench/p2_grid.py, bench/grid.py) ---------------
+
+def test_count_jobs_counts_the_jobs_of_the_block(spark):
+    from bench.jobs import count_jobs
+
+    with count_jobs(spark) as nothing:
+        pass
+    with count_jobs(spark) as two:
+        spark.range(10).write.format("noop").mode("overwrite").save()
+        spark.range(10).write.format("noop").mode("overwrite").save()
+
+    assert nothing.jobs == 0
+    assert two.jobs == 2
+
+
+def test_clustered_changes_fall_on_the_newest_offers_and_one_shop(spark):
+    from bench.changes import apply
+    from compiler import demo
+
+    demo.init(spark, scale=0.02, seed=3)  # 200 offers
+    table = lambda name: spark.table(f"stage.{name}")  # noqa: E731
+    before = {name: table(name).localCheckpoint() for name in ("offers", "shops", "categories", "regions", "warehouses")}
+    newest_id = before["offers"].agg({"offer_id": "max"}).first()[0]
+
+    summary = apply(spark, "clustered", fraction=0.1, seed=4)
+
+    changed = {name: table(name).exceptAll(rows).select(*demo.KEYS[name]).collect() for name, rows in before.items()}
+    offers = sorted(r.offer_id for r in changed["offers"])
+    assert len(offers) >= 20 and all(i > newest_id - 20 for i in offers)  # 10% of 200: the 20 newest (+ new ones)
+    assert any(i > newest_id for i in offers), "new offers arrive"
+    assert len(changed["shops"]) == 1 and summary["shops"] in ("+0 ~1 -0", "+0 ~0 -1")
+    assert not changed["categories"] and not changed["regions"] and not changed["warehouses"]
+
+
+def test_input_columns_and_strategy_of():
+    import doctest
+    from types import SimpleNamespace
+
+    from bench import p2_grid
+
+    assert doctest.testmod(p2_grid).failed == 0
+    of = lambda message: p2_grid.strategy_of(SimpleNamespace(message=message))  # noqa: E731
+    assert of("batch 4: 607 keys refreshed (changed: offers 100)") == "incremental"
+    assert of("batch 2: full build (--full-refresh), 100,000 rows") == "full"
+    assert of("batch 5: incremental: est. 1.9 s vs full 8.7 s (607 of 100,000 keys)") == "incremental"
+    assert of("batch 5: full: est. 9 s vs incremental 20 s") == "full"
+    assert p2_grid.strategy_of(SimpleNamespace(message="", strategy="chunked")) == "chunked"
+
+
+def test_grid_tables_show_strategies_jobs_ratios_floor_and_p5():
+    from bench.grid import render
+
+    def rec(fmt, what, seconds, strategy="incremental", jobs=12):
+        return {"format": fmt, "what": what, "seconds": seconds, "jobs": jobs, "status": "success", "strategy": strategy}
+
+    cell = {"pattern": "random", "share": 0.001, "results": [
+        rec("parquet", "auto", 2.0), rec("parquet", "incremental", 2.2), rec("parquet", "full", 5.0, "full"),
+        rec("parquet", "peer", 1.0, "INSERT OVERWRITE", 3)],
+        "floor": {"seconds": 1.0, "scan_seconds": 0.7, "write_seconds": 0.3, "rows_written": 100}}
+    text = render({"offers": 100_000, "formats": ["parquet"], "cells": [cell], "strategy_config": False,
+                   "p5": [{"format": "parquet", "batches": 1, "mv_seconds": 0.3, "copy_seconds": 0.2, "ratio": 1.5,
+                           "mv_jobs": 3, "copy_jobs": 1, "compacted": False, "same_rows": True}]})
+
+    assert "### P2 grid, 100,000 offers" in text and "fallback" in text
+    assert "| random 0.1% | parquet | 2.00 s (incremental, 12 jobs) | 2.20 s (12 jobs) | 5.00 s (12 jobs) | " \
+           "1.00 s (3 jobs) | 2.00× (missed) | 0.50× | 0.40× |" in text
+    assert "| random 0.1% | 1.00 s (0.70 s scan + 0.30 s writing 100 rows) | 2.00× |" in text
+    assert "| parquet | 1 | 0.300 s | 0.200 s | 1.50× | 3 / 1 |  |" in text

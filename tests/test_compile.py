@@ -134,12 +134,18 @@ def test_compiled_sql_is_fully_qualified_and_pretty(tmp_path: Path):
     assert "CAST(ROUND(AVG(o.base_price), 2) AS DECIMAL(12, 2)) AS avg_price" in shop_stats  # macro
 
 
-def test_run_script_of_a_table_holds_the_whole_statement_sequence(tmp_path: Path):
+def test_run_script_of_a_table_holds_the_whole_statement_sequence(tmp_path: Path, monkeypatch):
     project = copy_demo(tmp_path / "p")
+    monkeypatch.setenv("MVFLOW_TABLE_FORMAT", "parquet")
     compile_dir(project)
     script = (project / "target/run/marts/shop_stats.sql").read_text()
     assert script.index("CREATE DATABASE IF NOT EXISTS marts") < script.index("CREATE TABLE IDENTIFIER(:build_table)") \
         < script.index("CREATE OR REPLACE VIEW marts.shop_stats AS")
+    monkeypatch.setenv("MVFLOW_TABLE_FORMAT", "delta")  # the demo's default
+    compile_dir(project)
+    script = (project / "target/run/marts/shop_stats.sql").read_text()
+    assert script.index("CREATE DATABASE IF NOT EXISTS marts") < script.index(
+        "CREATE OR REPLACE TABLE marts.shop_stats\nUSING delta")
     view = (project / "target/run/staging/stg_shops.sql").read_text()
     assert view.index("CREATE OR REPLACE VIEW staging.stg_shops AS\n") < view.index("SELECT\n  s.shop_id")
 

@@ -1,5 +1,7 @@
 """Fact models: the compiled step, and the step protocol on real Spark tables and a real
-SQLite state store (oracle, maxstep, gating, leases, full refresh)."""
+SQLite state store (oracle, maxstep, gating, leases, full refresh). The tests of the write
+(oracle, redo, verify, full refresh) run on both table formats: ``fmt`` is ``parquet`` (a hidden
+step partition) or ``delta`` (``INSERT INTO … REPLACE WHERE`` the step's range)."""
 
 from __future__ import annotations
 
@@ -55,12 +57,12 @@ LEFT JOIN {{{{ source('{src}', 'dims') }}}} AS d ON d.k = e.k
 class Env:
     """A tiny project with its own databases, its state store and a controllable clock."""
 
-    def __init__(self, spark, make_project, extra: str = "", more: dict | None = None):
+    def __init__(self, spark, make_project, extra: str = "", more: dict | None = None, fmt: str = "parquet"):
         self.spark = spark
         tag = uuid.uuid4().hex[:8]
         self.src, self.out = f"src_{tag}", f"out_{tag}"
         files = {
-            "project.yml": f"name: t\nmodels:\n  +schema: {self.out}\n",
+            "project.yml": f"name: t\nmodels:\n  +schema: {self.out}\n  +table_format: {fmt}\n",
             "lineage/src.yml": LINEAGE.format(src=self.src),
             "models/ev.sql": FACT.format(src=self.src, extra=extra.format(src=self.src)),
             **{k: v.format(src=self.src) for k, v in (more or {}).items()},
@@ -76,6 +78,12 @@ class Env:
         spark.sql(f"CREATE TABLE {self.src}.payments (id BIGINT, ts TIMESTAMP) USING parquet")
         spark.sql(f"CREATE TABLE {self.src}.dims (k INT, name STRING) USING parquet")
         spark.sql(f"INSERT INTO {self.src}.dims VALUES (1, 'one'), (2, 'two')")
+
+    def switch(self, fmt: str) -> None:
+        """The project's models in another table format from now on (recompiled)."""
+        (self.root / "project.yml").write_text(f"name: t\nmodels:\n  +schema: {self.out}\n  +table_format: {fmt}\n")
+        self.project = load_project(self.root)
+        self.manifest = compile_project(self.project)
 
     def add_events(self, first: int, count: int, minutes: int = 0) -> None:
         """Events first..first+count-1; two share each timestamp (the id breaks the tie)."""
@@ -112,6 +120,18 @@ def env(spark, make_project):
     return Env(spark, make_project)
 
 
+@pytest.fixture(params=["parquet", "delta"])
+def fmt_env(request, spark, make_project):
+    """An Env on each table format."""
+    return Env(spark, make_project, fmt=request.param)
+
+
+def provider(env, model: str = "ev") -> str:
+    from compiler.table_format import table_provider
+
+    return table_provider(env.spark, env.manifest.models[model].relation)
+
+
 # -- compile time -----------------------------------------------------------------------------
 def test_step_sql_restricts_the_main_alias_to_last_next(env):
     model = env.manifest.models["ev"]
@@ -121,9 +141,27 @@ def test_step_sql_restricts_the_main_alias_to_last_next(env):
     assert plan.source == f"{env.src}.events" and plan.position == ("ts", "id") and plan.maxstep == 3
     assert "e.ts > CAST(:last_ts AS TIMESTAMP)" in plan.step
     assert "e.id <= CAST(:next_id AS BIGINT)" in plan.step
-    assert f"PARTITION ({STEP_COLUMN} = :step)" in plan.insert
+    assert f"PARTITION ({STEP_COLUMN} = {{step}})" in plan.insert
     assert "LIMIT 3" in plan.next_sql and "ts < CAST(:upto AS TIMESTAMP)" in plan.next_sql
     assert fact(env.manifest, model) == plan, "deterministic"
+
+
+def test_delta_step_replaces_its_range_on_the_facts_own_position_columns(make_project):
+    files = {"lineage/src.yml": LINEAGE.format(src="s"),
+             "models/ev.sql": FACT.format(src="s", extra=", table_format='delta', partition_by=['name']"),
+             "models/no_pos.sql": "{{ config(materialized='fact', table_format='delta') }}\n"
+                                  "SELECT e.id, e.v FROM {{ source('s', 'events') }} AS e"}
+    manifest = compile_project(load_project(make_project(files)))
+    plan = fact(manifest, manifest.models["ev"])
+    assert plan.is_delta and plan.written_columns == ("ts", "id") and STEP_COLUMN not in plan.insert + plan.create[1]
+    assert plan.insert.splitlines()[0] == f"INSERT INTO {manifest.models['ev'].relation} REPLACE WHERE"
+    head = plan.insert.split("SELECT")[0]
+    assert "ts > CAST(:last_ts AS TIMESTAMP)" in head and "id <= CAST(:next_id AS BIGINT)" in head and "e.ts" not in head
+    assert plan.create[1].startswith(f"CREATE OR REPLACE TABLE {manifest.models['ev'].relation}\nUSING delta\nPARTITIONED BY (name)")
+    assert ":step" not in plan.insert + (plan.stats_sql or "") and "WHERE" in plan.stats_sql
+    with pytest.raises(CompileError, match=r"on Delta a step replaces its range .* ts of s.events is not in its output") as info:
+        fact(manifest, manifest.models["no_pos"])
+    assert info.value.problems[0].code == "fact-position" and "select e.ts unchanged" in info.value.problems[0].hint
 
 
 def test_position_must_pass_through_a_view(spark, make_project):
@@ -153,7 +191,8 @@ def test_source_config_and_bad_sources(spark, make_project):
 
 
 # -- the step protocol ------------------------------------------------------------------------
-def test_oracle_holds_after_every_step_and_maxstep_splits_the_backlog(env):
+def test_oracle_holds_after_every_step_and_maxstep_splits_the_backlog(fmt_env):
+    env = fmt_env
     env.add_events(1, 10)
     for expected_steps in range(1, 5):
         result = env.run(max_steps=1)
@@ -167,6 +206,7 @@ def test_oracle_holds_after_every_step_and_maxstep_splits_the_backlog(env):
     assert len(env.fact_rows()) == 10 and len(set(env.fact_rows())) == 10
     result = env.run()
     assert result.status == "success" and "caught up" in result.message and result.rows == 0
+    assert provider(env) == env.manifest.models["ev"].table_format
 
 
 def test_new_rows_are_added_in_later_runs_without_duplicates(env):
@@ -179,9 +219,10 @@ def test_new_rows_are_added_in_later_runs_without_duplicates(env):
     assert any("step 2" in line for line in env.lines)
 
 
-def test_verify_finds_lost_and_duplicated_rows_and_tolerates_changed_inputs(env):
+def test_verify_finds_lost_and_duplicated_rows_and_tolerates_changed_inputs(fmt_env):
     from compiler.verify import verify_model
 
+    env = fmt_env
     model = env.manifest.models["ev"]
     assert verify_model(env.spark, env.manifest, model, env.store).skipped.endswith("run the model first")
     env.add_events(1, 4)
@@ -194,8 +235,11 @@ def test_verify_finds_lost_and_duplicated_rows_and_tolerates_changed_inputs(env)
     head, different = verdict.format().splitlines()  # the OK and the count of differences say why in one line
     assert head.startswith("OK ") and different.startswith(f"      different: {verdict.different}")
     assert different.endswith("not a failure: a joined input changed after their step, and a fact keeps what its step saw")
-    step = env.spark.table(model.relation).select(STEP_COLUMN).first()[0]
-    env.spark.sql(f"INSERT INTO {model.relation} SELECT id, ts, v2, name, '{step}' FROM {model.relation} WHERE id = 1")
+    if model.table_format == "delta":
+        env.spark.sql(f"INSERT INTO {model.relation} SELECT * FROM {model.relation} WHERE id = 1")
+    else:
+        step = env.spark.table(model.relation).select(STEP_COLUMN).first()[0]
+        env.spark.sql(f"INSERT INTO {model.relation} SELECT id, ts, v2, name, '{step}' FROM {model.relation} WHERE id = 1")
     verdict = verify_model(env.spark, env.manifest, model, env.store)
     assert not verdict.ok and verdict.duplicate == 1 and verdict.samples["duplicate"] == ["1"]
 
@@ -281,7 +325,8 @@ def test_second_runner_is_refused_naming_the_holder(env):
     assert not env.spark.catalog.tableExists(env.manifest.models["ev"].relation)
 
 
-def test_stale_lease_is_taken_over_and_the_old_holder_cannot_commit(env):
+def test_stale_lease_is_taken_over_and_the_old_holder_cannot_commit(fmt_env):
+    env = fmt_env
     env.add_events(1, 5)
     outcome = {}
 
@@ -299,7 +344,8 @@ def test_stale_lease_is_taken_over_and_the_old_holder_cannot_commit(env):
     assert any("redo" in line for line in env.lines), "B redid A's planned step"
 
 
-def test_full_refresh_rebuilds_and_a_table_without_offsets_is_refused(env):
+def test_full_refresh_rebuilds_and_a_table_without_offsets_is_refused(fmt_env):
+    env = fmt_env
     env.add_events(1, 5)
     env.run()
     before = env.fact_rows()
@@ -311,6 +357,24 @@ def test_full_refresh_rebuilds_and_a_table_without_offsets_is_refused(env):
     assert env.fact_rows() == before
 
 
+def test_switching_a_facts_table_format_needs_a_full_refresh(env):
+    env.add_events(1, 5)
+    assert env.run().rows == 5 and provider(env) == "parquet"
+    rows = env.fact_rows()
+    env.switch("delta")
+    result = env.run()
+    assert result.status == "error" and "[fact-format]" in result.message and "--full-refresh" in result.message
+    assert env.run(full_refresh=True).rows == 5 and provider(env) == "delta" and env.fact_rows() == rows
+    env.add_events(6, 2, minutes=10)
+    assert env.run().rows == 2 and env.fact_rows() == env.oracle()
+    relation = env.manifest.models["ev"].relation
+    versions = env.spark.sql(f"DESCRIBE HISTORY {relation}").count()
+    assert env.run(full_refresh=True).rows == 7 and env.fact_rows() == env.oracle()
+    assert env.spark.sql(f"DESCRIBE HISTORY {relation}").count() > versions, "replaced in place: the history stays"
+    env.switch("parquet")
+    assert env.run(full_refresh=True).rows == 7 and provider(env) == "parquet" and env.fact_rows() == env.oracle()
+
+
 def test_compile_writes_step_and_bounds_files_deterministically(make_project):
     root = make_project({"lineage/src.yml": LINEAGE.format(src="s"), "models/ev.sql": FACT.format(src="s", extra="")})
     runner = CliRunner()
@@ -318,7 +382,7 @@ def test_compile_writes_step_and_bounds_files_deterministically(make_project):
     assert first.exit_code == 0, first.output
     step, bounds = (root / "target/run/ev/step.sql"), (root / "target/run/ev/bounds.sql")
     texts = step.read_text(), bounds.read_text()
-    assert ":next_id" in texts[0] and f"PARTITION ({STEP_COLUMN} = :step)" in texts[0]
+    assert ":next_id" in texts[0] and f"PARTITION ({STEP_COLUMN} = {{step}})" in texts[0]
     assert "LIMIT 3" in texts[1] and ":upto" in texts[1]
     assert runner.invoke(cli, ["--project-dir", str(root), "compile"]).exit_code == 0
     assert (step.read_text(), bounds.read_text()) == texts

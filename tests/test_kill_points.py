@@ -1,5 +1,5 @@
 """The kill-point suite: the runner crashes at every named phase of an MV batch (refresh, full
-build, compaction, fan-out guard) and of a fact step (``compiler.phases``); in every other case
+build, compaction, a switch to a full build, a chunked refresh) and of a fact step (``compiler.phases``); in every other case
 new source changes land between the crash and the redo. After the redo and one more run (both
 through the runners, file check included, as ``mvflow run`` runs them) the MV equals a full
 recomputation of its SELECT and the fact has every row once.
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from compiler.compile import compile_project
-from compiler.phases import FACT_PHASES, MV_PHASES, Crash, crash_at
+from compiler.phases import FACT_PHASES, MV_DELTA_ONLY, MV_PARQUET_ONLY, MV_PHASES, Crash, crash_at, mv_phases
 from compiler.project import load_project
 from compiler.refresh import run_mv
 from compiler.steps import StepOptions, run_fact
@@ -29,12 +29,21 @@ from compiler.verify import verify_model
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
 from mv_world import WIDE, World, seed  # noqa: E402
 
-REFRESH = [p for p in MV_PHASES if not p.startswith("mv:build-") and p != "mv:fanout-guard"]
-BUILD = ["mv:leased", "mv:probed", "mv:next-written", *[p for p in MV_PHASES if p.startswith("mv:build-")],
+PARQUET = mv_phases("parquet")
+CHUNK = [p for p in PARQUET if p.startswith("mv:chunk-")]
+REFRESH = [p for p in PARQUET if not p.startswith("mv:build-") and p != "mv:fanout-guard" and p not in CHUNK]
+BUILD = ["mv:leased", "mv:probed", "mv:next-written", *[p for p in PARQUET if p.startswith("mv:build-")],
          "mv:committed", "mv:step-logged", "mv:snapshots-dropped"]
 CASES = ([("refresh", p) for p in REFRESH] + [("build", p) for p in BUILD]
          + [("fanout", "mv:fanout-guard"), ("fanout", "mv:build-base-written")]
+         + [("chunked", p) for p in CHUNK] + [("chunked", "mv:delta-written"), ("chunked", "mv:committed")]
          + [("fact", p) for p in FACT_PHASES])
+# On Delta, the points where its storage differs from parquet's (the detection before them is shared):
+# after the MERGE (a redo restores the version of the last commit), around OPTIMIZE, and a build's
+# CREATE OR REPLACE before its commit.
+DELTA_CASES = ([("refresh", p) for p in ("mv:published", "mv:merged", "mv:optimized", "mv:compacted")]
+               + [("build", p) for p in ("mv:build-marked", "mv:build-replaced", "mv:build-published")]
+               + [("fanout", "mv:build-replaced")])
 
 FACT_LINEAGE = """
 sources:
@@ -59,10 +68,12 @@ T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 class Rig:
     """The MV world of the oracle tests plus a fact, its events and a change generator."""
 
-    def __init__(self, spark, root: Path):
+    def __init__(self, spark, root: Path, table_format: str = "parquet"):
         models = {"wide": WIDE.replace("compact_threshold=100", "compact_threshold=0"),  # compacts every batch
-                  "fan": WIDE.replace("fanout_threshold=100", "fanout_threshold=0")}      # every refresh is a build
-        self.world = World(spark, root, models)
+                  "fan": WIDE.replace("strategy='incremental'", "strategy='full'"),       # every refresh is a build
+                  # every refresh in chunks of about 2 keys (a crash at the first of a phase is in chunk 1)
+                  "chunk": WIDE.replace("strategy='incremental'", "strategy='chunked', chunk_keys=2")}
+        self.world = World(spark, root, models, table_format)
         (root / "lineage/events.yml").write_text(FACT_LINEAGE.format(db=self.world.db))
         (root / "models/ev.sql").write_text(FACT.format(db=self.world.db))
         self.world.manifest = compile_project(load_project(root))
@@ -131,8 +142,18 @@ class Rig:
 @pytest.fixture(scope="module")
 def rig(spark, tmp_path_factory):
     rig = Rig(spark, tmp_path_factory.mktemp("killpoints"))
-    for name in ("wide", "fan", "ev"):
+    for name in ("wide", "fan", "chunk", "ev"):
         rig.add_events(3)
+        result = rig.run(name)
+        assert result.status == "success", result.message
+        rig.verify(name)
+    return rig
+
+
+@pytest.fixture(scope="module")
+def delta_rig(spark, tmp_path_factory):
+    rig = Rig(spark, tmp_path_factory.mktemp("killpoints-delta"), "delta")
+    for name in ("wide", "fan"):
         result = rig.run(name)
         assert result.status == "success", result.message
         rig.verify(name)
@@ -141,16 +162,29 @@ def rig(spark, tmp_path_factory):
 
 def test_at_least_thirty_distinct_kill_points():
     assert len(set(CASES)) == len(CASES) >= 30
-    assert {p for _, p in CASES} == set(MV_PHASES + FACT_PHASES), "every phase is crashed at"
+    assert {p for _, p in CASES} == set(MV_PHASES + FACT_PHASES) - MV_DELTA_ONLY, "every parquet phase is crashed at"
+    assert {p for _, p in DELTA_CASES} == MV_DELTA_ONLY | {"mv:published", "mv:compacted", "mv:build-marked",
+                                                         "mv:build-published"}
+    assert not {p for _, p in DELTA_CASES} & MV_PARQUET_ONLY
 
 
 @pytest.mark.parametrize("index, case", list(enumerate(CASES)), ids=[f"{s}-{p}" for s, p in CASES])
 def test_crash_at_phase_then_redo_and_verify(rig, index, case):
+    _crash_redo_verify(rig, index, case)
+
+
+@pytest.mark.parametrize("index, case", list(enumerate(DELTA_CASES)), ids=[f"{s}-{p}" for s, p in DELTA_CASES])
+def test_delta_crash_at_phase_then_redo_and_verify(delta_rig, index, case):
+    _crash_redo_verify(delta_rig, index, case)
+
+
+def _crash_redo_verify(rig: Rig, index: int, case: tuple[str, str]) -> None:
     scenario, phase = case
-    name = {"refresh": "wide", "build": "wide", "fanout": "fan", "fact": "ev"}[scenario]
+    name = {"refresh": "wide", "build": "wide", "fanout": "fan", "chunked": "chunk", "fact": "ev"}[scenario]
     rig.change()
     with pytest.raises(Crash):
-        rig.run(name, full_refresh=scenario == "build", phase=crash_at(phase))
+        # a chunked batch: mv:chunk-written in its second chunk (the first is recorded: resumed at the second)
+        rig.run(name, full_refresh=scenario == "build", phase=crash_at(phase, 2 if phase == "mv:chunk-written" else 1))
     if index % 2:
         rig.change()  # new changes land before the redo
 

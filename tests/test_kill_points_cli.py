@@ -23,7 +23,8 @@ MVFLOW = [sys.executable, "-c", "from compiler.cli import main; main()"]
 
 
 def _mvflow(project: Path, *args: str, kill_at: str = "") -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MVFLOW_KILL_AT": kill_at}
+    # the demo's default format, whatever the calling environment says: its MV is a Delta table
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MVFLOW_KILL_AT": kill_at, "MVFLOW_TABLE_FORMAT": "delta"}
     done = subprocess.run([*MVFLOW, *args], cwd=project, capture_output=True, text=True, timeout=900, env=env)
     if not kill_at:
         assert done.returncode == 0, f"mvflow {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
@@ -54,6 +55,7 @@ def test_mv_killed_after_next_written_with_changes_before_the_redo_slow(demo):
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
     status = _mvflow(demo, "status").stdout
     assert "dead: pid" in status, f"the killed runner's leases show as dead:\n{status}"
+    assert "Delta table, version" in status, status
 
     _mvflow(demo, "demo", "change", "--seed", "102")  # lands between the crash and the redo
     redo = _mvflow(demo, "run").stdout

@@ -39,19 +39,16 @@ operation = st.one_of(
 _worlds: dict[str, World] = {}
 
 
-def _world(spark, tmp_path_factory) -> World:
-    if "w" not in _worlds:
-        world = World(spark, tmp_path_factory.mktemp("mvprop"))
+def _world(spark, tmp_path_factory, table_format: str = "parquet") -> World:
+    if table_format not in _worlds:
+        world = World(spark, tmp_path_factory.mktemp("mvprop"), table_format=table_format)
         seed(world)
         world.refresh()
-        _worlds["w"] = world
-    return _worlds["w"]
+        _worlds[table_format] = world
+    return _worlds[table_format]
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-@given(batches=st.lists(st.lists(operation, min_size=1, max_size=5), min_size=1, max_size=2))
-def test_random_change_sequences_keep_the_mv_equal_to_its_select(spark, tmp_path_factory, batches):
-    world = _world(spark, tmp_path_factory)
+def _apply_and_check(world: World, batches) -> None:
     for batch in batches:
         for action, table, args in batch:
             if action == "put":
@@ -61,3 +58,15 @@ def test_random_change_sequences_keep_the_mv_equal_to_its_select(spark, tmp_path
         outcome = world.refresh()
         assert outcome.mode in ("refresh", "noop")
         world.check()
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(batches=st.lists(st.lists(operation, min_size=1, max_size=5), min_size=1, max_size=2))
+def test_random_change_sequences_keep_the_mv_equal_to_its_select(spark, tmp_path_factory, batches):
+    _apply_and_check(_world(spark, tmp_path_factory), batches)
+
+
+@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(batches=st.lists(st.lists(operation, min_size=1, max_size=5), min_size=1, max_size=2))
+def test_random_change_sequences_keep_the_delta_mv_equal_to_its_select(spark, tmp_path_factory, batches):
+    _apply_and_check(_world(spark, tmp_path_factory, "delta"), batches)

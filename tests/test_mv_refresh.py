@@ -16,13 +16,27 @@ sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=im
 from mv_world import World, seed  # noqa: E402
 
 
+@pytest.fixture(params=["parquet", "delta"])
+def table_format(request) -> str:
+    return request.param
+
+
 @pytest.fixture
-def world(spark, tmp_path):
-    w = World(spark, tmp_path)
+def world(spark, tmp_path, table_format):
+    w = World(spark, tmp_path, table_format=table_format)
     seed(w)
     outcome = w.refresh()
     assert outcome.mode == "build"
     w.check()
+    return w
+
+
+@pytest.fixture
+def parquet_world(spark, tmp_path):
+    """For tests of change detection, which does not depend on the table format."""
+    w = World(spark, tmp_path)
+    seed(w)
+    assert w.refresh().mode == "build"
     return w
 
 
@@ -129,7 +143,7 @@ def test_crash_after_write_before_commit_is_redone(world):
     world.delete("shops", 200)                          # found only through the hidden key columns
     world.put("offers", id=2, title="changed")
     with pytest.raises(Crash):
-        world.refresh(phase=crash_at("mv:delta-written"))
+        world.refresh(phase=crash_at("mv:merged" if world.table_format == "delta" else "mv:delta-written"))
     crashed = world.store.get("wide")
     assert crashed.in_flight
     world.put("offers", id=3, title="after the crash")
@@ -151,10 +165,10 @@ def test_full_refresh_rebuilds(world):
     world.check()
 
 
-def test_compaction_swaps_slots_and_keeps_rows(spark, tmp_path):
+def test_compaction_swaps_slots_and_keeps_rows(spark, tmp_path, table_format):
     from mv_world import WIDE
 
-    w = World(spark, tmp_path, {"wide": WIDE.replace("compact_threshold=100", "compact_threshold=0")})
+    w = World(spark, tmp_path, {"wide": WIDE.replace("compact_threshold=100", "compact_threshold=0")}, table_format)
     seed(w)
     w.refresh()
     w.put("offers", id=1, title="x")
@@ -175,10 +189,10 @@ LEFT JOIN {{{{ ref('wide') }}}} AS w ON w.id = o.id
 """
 
 
-def test_stacked_mv_reads_the_keys_its_upstream_refreshed(spark, tmp_path):
+def test_stacked_mv_reads_the_keys_its_upstream_refreshed(spark, tmp_path, table_format):
     from mv_world import WIDE
 
-    w = World(spark, tmp_path, {"wide": WIDE, "stacked": STACKED})
+    w = World(spark, tmp_path, {"wide": WIDE, "stacked": STACKED}, table_format)
     seed(w)
     w.refresh("wide")
     assert w.refresh("stacked").mode == "build"
@@ -192,7 +206,8 @@ def test_stacked_mv_reads_the_keys_its_upstream_refreshed(spark, tmp_path):
     assert {r.shop for r in w.table("stacked") if r.id in (1, 2)} == {"Renamed"}
 
 
-def test_full_build_reads_a_feed_that_was_empty_from_the_start(world):
+def test_full_build_reads_a_feed_that_was_empty_from_the_start(parquet_world):
+    world = parquet_world
     world.rows["prices_changes"].clear()                 # the source and its feed are re-created...
     world.dirty.add("prices_changes")
     world.clock = 0                                      # ...and their positions start again
@@ -202,7 +217,8 @@ def test_full_build_reads_a_feed_that_was_empty_from_the_start(world):
     world.check()
 
 
-def test_up_to_date_opens_no_batch_and_changes_are_still_seen(world):
+def test_up_to_date_opens_no_batch_and_changes_are_still_seen(parquet_world):
+    world = parquet_world
     offset = world.store.get("wide")
     outcome = world.refresh()
     assert (outcome.mode, outcome.reason, outcome.batch) == ("noop", "up to date", offset.last[0])
@@ -223,7 +239,8 @@ def test_up_to_date_opens_no_batch_and_changes_are_still_seen(world):
     assert world.refresh().reason == "up to date"
 
 
-def test_unchanged_dictionary_keeps_its_snapshot_and_later_edits_are_found(world):
+def test_unchanged_dictionary_keeps_its_snapshot_and_later_edits_are_found(parquet_world):
+    world = parquet_world
     from compiler.mv import mv_plan
 
     plan = mv_plan(world.manifest.models["wide"], world.manifest)
@@ -245,3 +262,53 @@ def test_unchanged_dictionary_keeps_its_snapshot_and_later_edits_are_found(world
     assert {k.split(".")[-1]: v for k, v in outcome.changed.items()}["regions"] == 1
     assert snapshot_batches("regions") == [outcome.batch]
     world.check()
+
+
+def test_switching_the_table_format_rebuilds_in_the_other_format_and_back(spark, tmp_path):
+    from compiler.compile import compile_project
+    from compiler.mv import SLOTS, mv_plan
+    from compiler.project import load_project
+    from compiler.table_format import is_delta_table
+    from mv_world import WIDE, with_format
+
+    w = World(spark, tmp_path)
+    seed(w)
+    w.refresh()
+    relation = w.manifest.models["wide"].relation
+    for table_format in ("delta", "parquet"):
+        (tmp_path / "models/wide.sql").write_text(with_format(WIDE.format(db=w.db), table_format).lstrip("\n"))
+        w.manifest = compile_project(load_project(tmp_path))
+        w.put("offers", id=1, title=f"in {table_format}")
+        outcome = w.refresh()
+        assert outcome.mode == "build"  # the other format's storage is not there
+        w.check()
+        assert is_delta_table(spark, relation) == (table_format == "delta")
+        slots = [mv_plan(w.manifest.models["wide"], w.manifest).table_name(f"base_{s}") for s in SLOTS]
+        assert any(spark.catalog.tableExists(t) for t in slots) == (table_format == "parquet")
+        w.put("offers", id=2, title=f"refreshed in {table_format}")
+        assert w.refresh().mode == "refresh"
+        w.check()
+
+
+def test_delta_batch_is_one_commit_and_a_redo_forgets_what_the_crashed_merge_wrote(spark, tmp_path):
+    from compiler.mv_storage import MvState
+    from compiler.table_format import delta_version
+
+    w = World(spark, tmp_path, table_format="delta")
+    seed(w)
+    w.refresh()
+    relation = w.manifest.models["wide"].relation
+    built = delta_version(spark, relation)
+    w.put("offers", id=1, title="one commit")
+    w.put("categories", id=8, name="Puzzles")
+    assert w.refresh().mode == "refresh"
+    assert delta_version(spark, relation) == built + 1 == MvState.parse(w.store.get("wide").state).version
+    w.put("categories", id=7, name="Novels")
+    with pytest.raises(Crash):
+        w.refresh(phase=crash_at("mv:merged"))
+    assert "Novels" in {r.category for r in w.table()}  # the crashed try merged its rows
+    w.put("categories", id=7, name="Books")              # undone before the redo: its diff finds nothing
+    outcome = w.refresh()
+    assert outcome.redo
+    w.check()
+    assert "Novels" not in {r.category for r in w.table()}

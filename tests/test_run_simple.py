@@ -1,5 +1,6 @@
 """Running view and table models on the shared local SparkSession: DAG order, blue/green table
-slots, failures that skip descendants, threads, kinds without a runner, run_results.json.
+slots (parquet), a Delta table replaced in place and switching between the two, an MV diffing a
+Delta table model, failures that skip descendants, threads, kinds without a runner, run_results.json.
 
 Each test gets its own databases (``t_run_<tag>_*``) so that tests never see each other's tables.
 """
@@ -7,6 +8,7 @@ Each test gets its own databases (``t_run_<tag>_*``) so that tests never see eac
 from __future__ import annotations
 
 import json
+import textwrap
 import threading
 import uuid
 
@@ -38,17 +40,12 @@ MODELS = {
 class Env:
     """A tiny project on disk with its own source database, compiled without Spark."""
 
-    def __init__(self, spark, make_project, models: dict[str, str] | None = None):
+    def __init__(self, spark, make_project, models: dict[str, str] | None = None, fmt: str = "parquet"):
         self.spark = spark
         tag = uuid.uuid4().hex[:8]
         self.src, self.stg, self.mart = (f"t_run_{tag}_{part}" for part in ("src", "stg", "mart"))
         files = {
-            "project.yml": f"""
-                name: t_run
-                models:
-                  stg: {{+schema: {self.stg}}}
-                  mart: {{+schema: {self.mart}}}
-            """,
+            "project.yml": self.project_yml(fmt),
             "lineage/src.yml": f"""
                 sources:
                   - {{name: items, database: {self.src}, primary_key: [id], dictionary: true}}
@@ -60,6 +57,26 @@ class Env:
         spark.sql(f"CREATE DATABASE {self.src}")
         self.load_items([(1, "a", 10.0), (2, "a", 5.0), (3, "b", 7.0), (4, "b", -1.0)])
         spark.sql(f"CREATE TABLE {self.src}.events USING parquet AS SELECT 1L AS id")
+
+    def project_yml(self, fmt: str) -> str:
+        return f"""
+            name: t_run
+            models:
+              +table_format: {fmt}
+              stg: {{+schema: {self.stg}}}
+              mart: {{+schema: {self.mart}}}
+        """
+
+    def switch(self, fmt: str) -> None:
+        """Every model in another table format from the next run on."""
+        (self.root / "project.yml").write_text(textwrap.dedent(self.project_yml(fmt)).lstrip("\n"))
+
+    def tables(self, database: str) -> dict[str, str]:
+        """Name → ``table_format.table_provider`` of everything in ``database``."""
+        from compiler.table_format import table_provider
+
+        return {r.tableName: table_provider(self.spark, f"{database}.{r.tableName}")
+                for r in self.spark.sql(f"SHOW TABLES IN {database}").collect() if not r.isTemporary}
 
     def load_items(self, rows: list[tuple[int, str, float]]) -> None:
         values = ", ".join(f"({i}, '{s}', {p})" for i, s, p in rows)
@@ -95,11 +112,20 @@ def env(spark, make_project):
     environment.drop()
 
 
+@pytest.fixture(params=["parquet", "delta"])
+def fmt_env(request, spark, make_project):
+    """An Env whose models are stored in each table format."""
+    environment = Env(spark, make_project, fmt=request.param)
+    yield environment
+    environment.drop()
+
+
 def statuses(report) -> dict[str, str]:
     return {r.name: r.status for r in report.results}
 
 
-def test_views_and_tables_are_built_in_dag_order(env):
+def test_views_and_tables_are_built_in_dag_order(fmt_env):
+    env = fmt_env
     report, lines = env.run()
 
     assert report.ok and statuses(report) == {"stg_items": "success", "shop_stats": "success", "top_shop": "success"}
@@ -113,6 +139,10 @@ def test_views_and_tables_are_built_in_dag_order(env):
     assert sum("START" in line for line in lines) == 3
     assert sum(" OK " in line for line in lines) == 3
     assert any("of 3 OK    table shop_stats" in line and "2 rows" in line for line in lines)
+    expected = {"view": {"shop_stats": "view", "shop_stats__mvflow_a": "parquet", "top_shop": "view"},
+                "delta": {"shop_stats": "delta", "top_shop": "view"}}
+    fmt = env.manifest().models["shop_stats"].table_format
+    assert env.tables(env.mart) == expected["delta" if fmt == "delta" else "view"]
 
 
 def test_table_rebuild_swaps_slots_and_readers_keep_the_model_name(env):
@@ -134,6 +164,77 @@ def test_table_rebuild_swaps_slots_and_readers_keep_the_model_name(env):
     assert env.rows(relation) == [("z", 1, 3.0)]
     tables = {r.tableName for r in env.spark.sql(f"SHOW TABLES IN {env.mart}").collect()}
     assert tables == {"shop_stats", "shop_stats__mvflow_a", "shop_stats__mvflow_b"}
+
+
+def test_a_delta_table_is_replaced_in_place_and_formats_switch_both_ways(env):
+    from compiler import materialize
+
+    relation = f"{env.mart}.shop_stats"
+    env.run(["stg_items", "shop_stats"])
+    assert env.tables(env.mart) == {"shop_stats": "view", "shop_stats__mvflow_a": "parquet"}
+
+    env.switch("delta")  # parquet → delta: the view and its slots give way to one Delta table
+    env.load_items([(1, "a", 1.0), (5, "c", 2.0)])
+    report, _ = env.run(["shop_stats"])
+    assert report.ok and report.results[0].rows == 2
+    assert env.tables(env.mart) == {"shop_stats": "delta"}
+    assert env.rows(relation) == [("a", 1, 1.0), ("c", 1, 2.0)]
+    env.load_items([(9, "z", 3.0)])
+    assert env.run(["shop_stats"])[0].ok and env.rows(relation) == [("z", 1, 3.0)]
+    history = env.spark.sql(f"DESCRIBE HISTORY {relation}").collect()
+    assert [h.operation for h in history] == ["CREATE OR REPLACE TABLE AS SELECT"] * 2, "one commit per build"
+    assert sorted(tuple(r) for r in env.spark.read.option("versionAsOf", history[-1].version).table(relation)
+                  .collect()) == [("a", 1, 1.0), ("c", 1, 2.0)], "the old version is still readable"
+    text = materialize.script(env.manifest().models["shop_stats"], materialize.statements(env.manifest().models["shop_stats"]))
+    assert f"CREATE OR REPLACE TABLE {relation}\nUSING delta\nAS\n" in text and "IDENTIFIER(:build_table)" not in text
+    assert f"(only when {relation} is a view now)\nDROP VIEW IF EXISTS {relation};" in text
+
+    env.switch("parquet")  # delta → parquet: a slot, then the view replaces the Delta table
+    env.load_items([(1, "a", 4.0)])
+    assert env.run(["shop_stats"])[0].ok
+    assert env.tables(env.mart) == {"shop_stats": "view", "shop_stats__mvflow_a": "parquet"}
+    assert env.rows(relation) == [("a", 1, 4.0)]
+
+
+def test_an_mv_diffs_a_delta_table_model_like_a_dictionary(spark, make_project):
+    from compiler.project import load_project
+    from compiler.refresh import run_mv
+    from compiler.state import open_state_store
+    from compiler.verify import verify_model
+    from compiler.watch import mv_spec
+    from compiler.mv import mv_plan
+
+    env = Env(spark, make_project, {
+        "models/mart/shop_stats.sql": """
+            {{ config(materialized='table', unique_key=['shop']) }}
+            select s.shop, count(*) as items, sum(s.price) as total
+            from {{ ref('stg_items') }} as s
+            group by s.shop
+        """,
+        "models/mart/item_shops.sql": """
+            {{ config(materialized='mv') }}
+            select e.id, t.items, t.total
+            from {{ source('SRC', 'events') }} as e
+            left join {{ ref('shop_stats') }} as t on t.shop = 'a'
+        """,
+    }, fmt="delta")
+    try:
+        store = open_state_store(load_project(env.root).target().state)
+        assert env.run(["stg_items", "shop_stats"])[0].ok
+        manifest = env.manifest()
+        mv = manifest.models["item_shops"]
+        spec = mv_spec(mv_plan(mv, manifest), "x")
+        assert f"{env.mart}.shop_stats" in spec.tables and not any("__mvflow_" in t for t in spec.tables)
+        for items in ([(1, "a", 1.0)], [(1, "a", 1.0), (2, "a", 5.0)]):
+            env.load_items(items)
+            assert env.run(["shop_stats"])[0].ok
+            result = run_mv(spark, manifest, mv, store)
+            assert result.status == "success", result.message
+            verdict = verify_model(spark, manifest, mv, store)
+            assert verdict.ok, verdict.format()
+        assert env.rows(mv.relation) == [(1, 2, 6.0)]
+    finally:
+        env.drop()
 
 
 def test_a_failing_model_skips_its_descendants(spark, make_project):

@@ -1,0 +1,272 @@
+"""How an MV's rows are stored, per table format: the one place a refresh differs by format.
+
+``compiler.refresh._Refresh`` finds the changed and affected keys and commits the offsets the
+same way for both formats; a storage writes what it computed:
+
+- ``ParquetStorage`` (``table_format: parquet``): base tables in slots a/b, a delta table
+  partitioned by batch, and a merge-on-read view under the model's name; a batch writes its
+  recomputed rows and tombstones into its own delta partition (a redo overwrites it);
+  compaction writes a new base into the idle slot and swaps the view (blue/green).
+- ``DeltaStorage`` (``table_format: delta``): one Delta table under the model's name, with
+  the MV's columns and its hidden key columns (``_mvflow_k_*``: readers see them; lineage and
+  docs leave them out). A build is ``CREATE OR REPLACE TABLE … AS``; a batch is one ``MERGE``
+  (one Delta commit). The table's version at each commit is kept in ``MvState.version``: key
+  queries read the MV as of that version, and a redo first restores the table to it, so a
+  crashed try's MERGE leaves nothing behind whatever the redo finds.
+
+Every statement comes from ``compiler.mv.derive`` (written under ``target/run/<mv>/``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .mv import SLOTS, MvPlan, Derived, state_query
+from .parse import pretty
+from .table_format import DELTA, delta_version
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass
+class MvState:
+    """What the MV topic's ``state`` column remembers between batches (JSON)."""
+
+    slot: str = ""  # parquet: the live slot
+    base_rows: int = 0  # rows of the MV after the last build or compaction (Delta: kept up to date)
+    delta_rows: int = 0  # rows written since the last build or compaction
+    definition: str = ""
+    swapping: str = ""  # set while a build or compaction moves the view: if still set, rebuild
+    version: int = -1  # delta: the table's version at the last commit
+    chunked: dict = field(default_factory=dict)  # a chunked batch in progress: {batch, chunks, done}
+
+    @classmethod
+    def parse(cls, text: str) -> "MvState":
+        try:
+            data = json.loads(text) if text else {}
+        except ValueError:
+            data = {}
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__}) if isinstance(data, dict) else cls()
+
+    def dump(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    def words(self) -> str:
+        """The stored MV in words (``mvflow status``).
+
+        >>> MvState(base_rows=10000, version=12).words()
+        'Delta table, version 12, 10,000 rows'
+        >>> MvState(slot="a", base_rows=5, swapping="b").words()
+        'slot a, 5 rows + 0 in delta, moving to slot b (a build or compaction was interrupted: the next run redoes it)'
+        """
+        if self.version >= 0 and not self.slot:
+            words = f"Delta table, version {self.version}, {self.base_rows:,} rows"
+            return words + (", a build was interrupted: the next run redoes it" if self.swapping else "") + self._chunked_words()
+        words = f"slot {self.slot or '(none)'}, {self.base_rows:,} rows + {self.delta_rows:,} in delta"
+        if self.swapping:
+            words += f", moving to slot {self.swapping} (a build or compaction was interrupted: the next run redoes it)"
+        return words + self._chunked_words()
+
+    def _chunked_words(self) -> str:
+        if not self.chunked:
+            return ""
+        c = self.chunked
+        return f", chunked batch {c.get('batch')}: {c.get('done')} of {c.get('chunks')} chunks written (the next run resumes it)"
+
+
+class Runner(Protocol):
+    """What a storage uses of the refresh running it (``compiler.refresh._Refresh``)."""
+
+    spark: "SparkSession"
+    plan: MvPlan
+    derived: Derived
+
+    def phase(self, name: str) -> None: ...
+    def echo(self, text: str) -> None: ...
+    def sql(self, name: str, **args: Any) -> "DataFrame": ...
+    def view(self, what: str, frame: "DataFrame") -> None: ...
+    def save_state(self, state: MvState) -> None: ...
+    def publish_all(self, keys: "DataFrame", old: "DataFrame | None", batch: int, **args: Any) -> None: ...
+    @property
+    def definition(self) -> str: ...
+
+
+class MvStorage(Protocol):
+    """The format-specific part of an MV refresh."""
+
+    def exists(self, state: MvState) -> bool:
+        """Whether the stored MV the state describes is there (else the next batch rebuilds)."""
+
+    def stored(self, state: MvState, batch: int) -> "DataFrame":
+        """The MV's rows with their hidden key columns as of the last commit (view ``stored``)."""
+
+    def prepare_redo(self, state: MvState) -> None:
+        """Undo what a crashed try of this batch wrote, where a redo would not overwrite it."""
+
+    def build(self, state: MvState, batch: int) -> MvState:
+        """A full build (marked in the state first), its keys published; the new state."""
+
+    def write(self, state: MvState, batch: int, affected: int) -> None:
+        """Write the batch's recomputed rows (view ``rows``) for the affected keys (view ``keys``)."""
+
+    def compact(self, state: MvState) -> None:
+        """Fold what the batches wrote into a compact layout; the state saved."""
+
+
+def storage_for(run: Runner) -> MvStorage:
+    return DeltaStorage(run) if run.plan.table_format == DELTA else ParquetStorage(run)
+
+
+def _is_view(spark: "SparkSession", relation: str) -> bool | None:
+    """True for a view, False for a table, None when nothing has that name."""
+    if not spark.catalog.tableExists(relation):
+        return None
+    return spark.catalog.getTable(relation).tableType == "VIEW"
+
+
+class ParquetStorage:
+    """Base slots, a delta partitioned by batch, a merge-on-read view (see the module doc)."""
+
+    def __init__(self, run: Runner):
+        self.run = run
+
+    def _table(self, what: str, slot: str) -> str:
+        return self.run.plan.table_name(f"{what}_{slot}")
+
+    def _args(self, slot: str) -> dict[str, str]:
+        return {"base_table": self._table("base", slot), "delta_table": self._table("delta", slot)}
+
+    def _rows(self, slot: str) -> "DataFrame":
+        """The MV's current rows with their hidden key columns (what a compaction keeps)."""
+        return self.run.spark.sql(pretty(state_query(self.run.plan)), args=self._args(slot))
+
+    def exists(self, state: MvState) -> bool:
+        return bool(state.slot) and self.run.spark.catalog.tableExists(self._table("base", state.slot))
+
+    def stored(self, state: MvState, batch: int) -> "DataFrame":
+        return self.run.spark.sql(self.run.derived["stored"], args={**self._args(state.slot), "batch": batch})
+
+    def prepare_redo(self, state: MvState) -> None:
+        """Nothing: the redo overwrites its own delta partition."""
+
+    def build(self, state: MvState, batch: int) -> MvState:
+        run = self.run
+        slot = SLOTS[1] if state.slot == SLOTS[0] else SLOTS[0]
+        run.save_state(replace(state, swapping=slot))
+        run.phase("mv:build-marked")
+        rows = self._write_base(slot)
+        run.phase("mv:build-base-written")
+        old = None
+        if self.exists(state) and state.definition == run.definition:
+            old = self._rows(state.slot).select(*run.plan.key)
+        run.publish_all(run.spark.table(self._table("base", slot)).select(*run.plan.key), old, batch,
+                        base_table=self._table("base", slot))
+        run.phase("mv:build-published")
+        if _is_view(run.spark, run.plan.relation) is False:  # the Delta format's table, when switching
+            run.sql("drop_table")
+        run.sql(f"view:{slot}")
+        run.phase("mv:build-swapped")
+        return MvState(slot, rows, 0, run.definition)
+
+    def _write_base(self, slot: str) -> int:
+        base, delta = self._table("base", slot), self._table("delta", slot)
+        self.run.spark.sql(f"DROP TABLE IF EXISTS {base}")
+        self.run.spark.sql(f"DROP TABLE IF EXISTS {delta}")
+        self.run.sql("build_base", base_table=base)
+        self.run.sql("create_delta", base_table=base, delta_table=delta)
+        return self.run.spark.table(base).count()
+
+    def write(self, state: MvState, batch: int, affected: int) -> None:
+        self.run.sql("write_delta", delta_table=self._table("delta", state.slot), batch=batch)
+        self.run.phase("mv:delta-written")
+        state.delta_rows += affected
+
+    def compact(self, state: MvState) -> None:
+        """Fold the delta into a new base in the idle slot and swap the view (blue/green)."""
+        run = self.run
+        slot = SLOTS[1] if state.slot == SLOTS[0] else SLOTS[0]
+        base, delta = self._table("base", slot), self._table("delta", slot)
+        run.view("current", self._rows(state.slot))
+        run.spark.sql(f"DROP TABLE IF EXISTS {base}")
+        run.spark.sql(f"DROP TABLE IF EXISTS {delta}")
+        run.sql("compact", base_table=base)
+        run.sql("create_delta", base_table=base, delta_table=delta)
+        run.phase("mv:compaction-written")
+        run.save_state(replace(state, swapping=slot))
+        run.phase("mv:compaction-marked")
+        run.sql(f"view:{slot}")
+        run.phase("mv:compaction-swapped")
+        state.slot, state.base_rows, state.delta_rows = slot, run.spark.table(base).count(), 0
+        run.save_state(state)
+        run.phase("mv:compacted")
+        run.echo(f"{run.plan.name}: compacted into slot {slot} ({state.base_rows:,} rows)")
+
+
+class DeltaStorage:
+    """One Delta table under the model's name, replaced by a build, merged into by a batch."""
+
+    def __init__(self, run: Runner):
+        self.run = run
+
+    @property
+    def relation(self) -> str:
+        return self.run.plan.relation
+
+    def exists(self, state: MvState) -> bool:
+        return state.version >= 0 and _is_view(self.run.spark, self.relation) is False
+
+    def _as_of(self, version: int) -> "DataFrame":
+        return self.run.spark.read.option("versionAsOf", version).table(self.relation)
+
+    def stored(self, state: MvState, batch: int) -> "DataFrame":
+        # The version of the last commit, not the newest: a crashed try may have merged since.
+        self.run.view("before", self._as_of(state.version))
+        return self.run.sql("stored")
+
+    def prepare_redo(self, state: MvState) -> None:
+        """A crashed try may have merged keys the redo does not find again (a dictionary edit
+        undone since): restore the table to the version of the last commit first."""
+        if self.exists(state) and delta_version(self.run.spark, self.relation) != state.version:
+            text = self.run.derived["restore"]
+            self.run.spark.sql(text.replace(":version", str(int(state.version))))  # a literal only: see derive
+
+    def build(self, state: MvState, batch: int) -> MvState:
+        run = self.run
+        run.save_state(replace(state, swapping="table"))
+        run.phase("mv:build-marked")
+        # the old keys, resolved before the table is replaced (every key may have changed)
+        old = self._as_of(state.version).select(*run.plan.key) \
+            if self.exists(state) and state.definition == run.definition else None
+        if _is_view(run.spark, self.relation):  # the parquet format's view, when switching
+            run.sql("drop_view")
+        run.sql("build")
+        run.phase("mv:build-replaced")
+        for name in [n for n in run.derived.queries if n.startswith("drop:")]:  # the parquet format's tables
+            run.sql(name)
+        run.publish_all(run.spark.table(self.relation).select(*run.plan.key), old, batch)
+        run.phase("mv:build-published")
+        rows = run.spark.table(self.relation).count()
+        return MvState(base_rows=rows, definition=run.definition,
+                       version=delta_version(run.spark, self.relation))
+
+    def write(self, state: MvState, batch: int, affected: int) -> None:
+        metrics = self.run.sql("merge").first()  # Delta returns the MERGE's row counts (no job)
+        if metrics is not None:
+            state.base_rows += int(metrics["num_inserted_rows"]) - int(metrics["num_deleted_rows"])
+        state.delta_rows += affected
+        state.version = delta_version(self.run.spark, self.relation)
+        self.run.phase("mv:merged")
+
+    def compact(self, state: MvState) -> None:
+        """``OPTIMIZE``: bin-packs the small files each MERGE adds and rewrites files whose
+        deletion vectors hide many rows (a new version, the same rows)."""
+        run = self.run
+        run.sql("optimize")
+        run.phase("mv:optimized")
+        state.version, state.delta_rows = delta_version(run.spark, self.relation), 0
+        run.save_state(state)
+        run.phase("mv:compacted")
+        run.echo(f"{run.plan.name}: optimized ({state.base_rows:,} rows, version {state.version})")

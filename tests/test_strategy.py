@@ -1,0 +1,155 @@
+"""The refresh strategy's pure decisions (compiler.strategy, compiler.mv_decisions), its config
+(compiler.kinds) and its history in the state store: no Spark."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from compiler.compile import compile_project
+from compiler.errors import CompileError
+from compiler.kinds import KindError, MvKind, create_kind
+from compiler.mv_decisions import Seen, input_range, new_input, rebuild_reason, up_to_date
+from compiler.project import load_project
+from compiler.state import SqliteStateStore, StepLogRow
+from compiler.strategy import (CHUNKED, FULL, INCREMENTAL, Run, after_keys, before_keys, chunk_count, cost_model,
+                               not_due_until, not_due_words, runs)
+
+T0 = datetime(2026, 1, 1, 10, 0, tzinfo=timezone.utc)
+# 100,000 rows: a build 1 s + 0.08 ms/row, a refresh 1.5 s + 0.1 ms/key (break-even at 80,000 keys)
+HISTORY = [Run(FULL, 9.0, 100_000, 100_000), Run(FULL, 5.0, 50_000, 50_000),
+           Run(INCREMENTAL, 1.6, 1_000, 100_000), Run(INCREMENTAL, 2.5, 10_000, 100_000)]
+
+
+def test_cost_model_fits_fixed_and_variable_costs():
+    model = cost_model(HISTORY)
+    assert model.full(100_000) == pytest.approx(9.0)
+    assert model.incremental(1_000) == pytest.approx(1.6)
+    assert model.chunked(10_000, 3) == pytest.approx(2.5 + 2 * 0.5 * 1.5)
+
+
+def test_cost_model_priors_and_noise():
+    assert cost_model([]).incremental(5) is None and cost_model([]).full(5) is None
+    only_build = cost_model([Run(FULL, 10.0, 100_000, 100_000)], fanout_threshold=0.5)
+    assert only_build.incremental(50_000) == pytest.approx(only_build.full(100_000))  # the guard's break-even
+    noisy = cost_model([Run(INCREMENTAL, 3.0, 10, 9), Run(INCREMENTAL, 2.0, 1_000, 9), Run(FULL, 1.0, 9, 9)])
+    assert noisy.per_key >= 0 and noisy.refresh_fixed >= 0  # a slower small batch: no negative costs
+    chunked = cost_model([Run(CHUNKED, 8.0, 40_000, 100_000, chunks=4), Run(FULL, 9.0, 100_000, 100_000)])
+    assert chunked.incremental(10_000) == pytest.approx(2.0)  # a chunk is a refresh of keys / chunks
+
+
+@pytest.mark.parametrize("affected, expected", [
+    (1_000, INCREMENTAL), (60_000, CHUNKED), (95_000, FULL), (0, INCREMENTAL)])
+def test_auto_takes_the_cheapest(affected, expected):
+    decision = after_keys(MvKind(), affected, 100_000, HISTORY)
+    assert decision.strategy == expected, decision.words()
+    assert decision.estimates[FULL] == pytest.approx(9.0) and decision.keys == affected
+    if expected == CHUNKED:
+        assert decision.chunks == 2 and "resumable chunks" in decision.reason
+
+
+def test_auto_chunks_more_keys_than_a_chunk_holds_even_when_narrow():
+    decision = after_keys(MvKind(chunk_keys=1_000), 5_000, 1_000_000, [Run(FULL, 90.0, 1_000_000, 1_000_000)])
+    assert (decision.strategy, decision.chunks) == (CHUNKED, 5)
+
+
+def test_forced_strategies_ignore_the_estimates():
+    assert after_keys(MvKind(strategy="incremental"), 99_000, 100_000, HISTORY).strategy == INCREMENTAL
+    assert after_keys(MvKind(strategy="full"), 1, 100_000, HISTORY).strategy == FULL
+    forced = after_keys(MvKind(strategy="chunked", chunk_keys=2), 7, 100, [])
+    assert (forced.strategy, forced.chunks) == (CHUNKED, 4)
+    assert before_keys(MvKind(strategy="full"), {"o": 1}, ["o"], 100, []).strategy == FULL
+    assert before_keys(MvKind(strategy="incremental"), {"o": 10**6}, ["o"], 100, HISTORY).strategy is None
+
+
+def test_without_a_recorded_build_the_fanout_guard_decides():
+    assert after_keys(MvKind(), 20_001, 100_000, []).strategy == FULL
+    assert after_keys(MvKind(), 20_000, 100_000, []).strategy == INCREMENTAL
+    assert before_keys(MvKind(), {"o": 30_000}, ["o"], 100_000, []).strategy == FULL
+    assert before_keys(MvKind(), {"o": 3, "c": 90_000}, ["o"], 100_000, []).strategy is None  # c is no main input
+
+
+def test_first_decision_point_builds_at_once_only_when_clearly_wide():
+    assert before_keys(MvKind(), {"o": 95_000}, ["o"], 100_000, HISTORY).strategy == FULL
+    assert before_keys(MvKind(), {"o": 60_000}, ["o"], 100_000, HISTORY).strategy is None  # maybe chunked
+
+
+def test_words_say_the_choice_and_its_estimates():
+    words = after_keys(MvKind(), 607, 100_000, HISTORY).words()
+    assert words == "incremental: est. 1.6 s vs full 9.0 s (607 of 100,000 keys)"
+    assert after_keys(MvKind(), 60_000, 100_000, HISTORY).words().startswith("chunked (2 chunks): est. 8.2 s vs full 9.0 s, incremental 7.5 s")
+    assert after_keys(MvKind(), 20, 100, []).words() == "incremental (20 of 100 keys)"  # nothing to estimate from
+
+
+def test_chunk_count():
+    assert [chunk_count(n, 10) for n in (0, 1, 2, 5, 25, 10_000)] == [1, 1, 2, 2, 3, 64]
+
+
+def test_min_interval():
+    assert not_due_until(T0 + timedelta(minutes=9), T0, 600) == T0 + timedelta(minutes=10)
+    assert not_due_until(T0 + timedelta(minutes=10), T0, 600) is None
+    assert not_due_until(T0, None, 600) is None and not_due_until(T0, T0, 0) is None
+    assert not_due_words(T0 + timedelta(minutes=10), 600) == "not due until 10:10:00 UTC (min_interval 10m)"
+
+
+def test_rebuild_reason_up_to_date_and_ranges():
+    base = dict(committed=True, in_flight=False, stored_exists=True, definition_matches=True, swapping="")
+    assert rebuild_reason(False, **base) is None
+    assert rebuild_reason(True, **base) == "--full-refresh"
+    assert rebuild_reason(False, **{**base, "committed": False}) == "first run"
+    assert rebuild_reason(False, **{**base, "committed": False, "in_flight": True}) is None  # a crashed first refresh
+    assert rebuild_reason(False, **{**base, "stored_exists": False}) == "no stored MV"
+    assert rebuild_reason(False, **{**base, "swapping": "b"}) == "redo of an interrupted build or compaction"
+    assert up_to_date({}) and not up_to_date({"x": Seen(True, None, (1,))})
+    assert up_to_date({"x": Seen(True, None, None)})  # an input empty then and now
+    # a resumed chunked batch keeps the ranges of its first try, even of inputs that moved since
+    assert input_range(9, False, (3,), (3,), False, diffed=False, unchanged=False, current=(5,), resume=True) == ((3,), (3,))
+    assert input_range(9, False, (3,), (3,), False, diffed=False, unchanged=False, current=(5,)) == ((3,), (5,))
+    assert input_range(9, False, (3,), None, False, diffed=False, unchanged=False, current=None) == ((3,), (3,))
+    assert input_range(9, True, (3,), None, False, diffed=False, unchanged=False, current=None) == (None, ())
+    assert new_input({"a": (None, (1,))}) and not new_input({"a": ((1,), (2,))})
+
+
+@pytest.mark.parametrize("config, key, message", [
+    ({"strategy": "fast"}, "strategy", "invalid strategy 'fast'"),
+    ({"min_interval": "soon"}, "min_interval", "invalid min_interval 'soon'"),
+    ({"chunk_keys": 0}, "chunk_keys", "chunk_keys must be a positive number, got 0"),
+])
+def test_bad_strategy_config(config, key, message):
+    with pytest.raises(KindError) as info:
+        create_kind({"materialized": "mv", **config})
+    assert (info.value.key, str(info.value)) == (key, message)
+
+
+def test_strategy_config_errors_point_at_the_line(make_project):
+    project = make_project({
+        "lineage/s.yml": "sources:\n  - {name: o, database: d, primary_key: [id], position: [ts]}\n",
+        "models/m.sql": "-- a wide MV\n{{ config(materialized='mv', strategy='sometimes') }}\nselect o.id from {{ source('d', 'o') }} o",
+    })
+    with pytest.raises(CompileError) as info:
+        compile_project(load_project(project))
+    text = info.value.problems[0].format()
+    assert "models/m.sql:2:" in text and "invalid strategy 'sometimes'" in text and "auto, incremental, chunked, full" in text
+    config = create_kind({"materialized": "mv", "strategy": "chunked", "min_interval": "10m", "chunk_keys": 1000})
+    assert (config.strategy, config.min_interval_seconds, config.chunk_keys) == ("chunked", 600, 1000)
+
+
+def test_step_log_keeps_strategy_and_detail_and_old_stores_migrate(tmp_path):
+    path = tmp_path / "state.sqlite"
+    db = sqlite3.connect(path)  # a step log as an older mvflow wrote it, with one row
+    db.execute("""CREATE TABLE step_log (id INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT NOT NULL, ts TEXT NOT NULL,
+        rows INTEGER NOT NULL, last TEXT, next TEXT, min_pos TEXT, max_pos TEXT, max_lag_seconds REAL, nulls TEXT NOT NULL,
+        query_id TEXT NOT NULL, seconds REAL NOT NULL, consumer TEXT NOT NULL)""")
+    db.execute("INSERT INTO step_log (topic, ts, rows, nulls, query_id, seconds, consumer) "
+               "VALUES ('wide', '2026-01-01T00:00:00+00:00', 5, '{}', '', 0.0, 'x')")
+    db.commit()
+    db.close()
+    store = SqliteStateStore(path)
+    store.log_step(StepLogRow("wide", T0, 607, seconds=1.9, strategy=INCREMENTAL,
+                              detail={"keys": 607, "rows": 100_000, "chunks": 1}))
+    newest, old = store.steps("wide")
+    assert (old.strategy, old.detail) == ("", {})
+    assert (newest.strategy, newest.detail["keys"]) == (INCREMENTAL, 607)
+    assert runs([newest, old]) == [Run(INCREMENTAL, 1.9, 607, 100_000)]
