@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime, timedelta, timezone
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
