@@ -70,8 +70,8 @@ def _project(scale: float) -> Path:
 def main(argv: list[str] | None = None) -> None:
     from compiler import demo
     from compiler.compile import compile_project
+    from compiler.kinds.mv.refresh import refresh_mv
     from compiler.project import load_project
-    from compiler.refresh import refresh_mv
     from compiler.spark import spark_session
     from compiler.state import open_state_store
 

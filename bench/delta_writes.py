@@ -62,11 +62,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     from compiler.compile import compile_project
+    from compiler.kinds.fact.steps import StepOptions, run_fact
     from compiler.project import load_project
     from compiler.run import run_statements
     from compiler.spark import spark_session
     from compiler.state import open_state_store
-    from compiler.steps import StepOptions, run_fact
 
     project = demo_copy(WORK / "delta_writes" / "demo")
     twins(project)

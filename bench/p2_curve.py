@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.p2_dbt import MODEL, insert_overwrite  # noqa: E402
 from compiler import demo  # noqa: E402
 from compiler.compile import compile_project  # noqa: E402
+from compiler.kinds.mv.refresh import refresh_mv  # noqa: E402
 from compiler.project import load_project  # noqa: E402
-from compiler.refresh import refresh_mv  # noqa: E402
 from compiler.spark import spark_session  # noqa: E402
 from compiler.state import open_state_store  # noqa: E402
 

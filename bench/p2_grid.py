@@ -157,7 +157,7 @@ class Grid:
     # -- commands ---------------------------------------------------------------------------------
     def run_mv(self, table_format: str, strategy: str, full_refresh: bool = False) -> dict[str, Any]:
         """mvflow's run of one MV, as ``mvflow run -s <mv>`` runs it; its record."""
-        from compiler.refresh import run_mv
+        from compiler.kinds.mv.refresh import run_mv
 
         model = self.mvs[(table_format, strategy)]
         full = full_refresh or (strategy == "full" and not self.strategy_config)

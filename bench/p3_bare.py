@@ -20,11 +20,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compiler.compile import compile_project  # noqa: E402
-from compiler.fact import fact  # noqa: E402
+from compiler.kinds.fact.plan import fact  # noqa: E402
+from compiler.kinds.fact.steps import StepOptions, bind_range, run_fact  # noqa: E402
 from compiler.project import load_project  # noqa: E402
 from compiler.spark import spark_session  # noqa: E402
 from compiler.state import open_state_store  # noqa: E402
-from compiler.steps import StepOptions, bind_range, run_fact  # noqa: E402
 
 MODEL = "orders_enriched"
 TABLE = "bench_bare.orders_enriched"

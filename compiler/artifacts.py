@@ -11,7 +11,6 @@ from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any, Iterable
 
-from . import materialize
 from .background import Background, worth_forking
 from .compile import Manifest, Model
 from .graph import node_name
@@ -42,13 +41,11 @@ def write_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -
             model = manifest.models[name]
             stem = model_stem(model, manifest)
             write(target / "compiled" / f"{stem}.sql", compiled_sql(model))
-            items = materialize.statements(model)
-            if items is not None:
-                write(target / "run" / f"{stem}.sql", materialize.script(model, items))
-            if model.kind.name == "fact":
-                _write_fact(write, target / "run" / stem, manifest, model)
-            if model.kind.name == "mv":
-                _write_mv(write, target / "run" / stem, manifest, model)
+            files = model.kind.run_files(manifest, model)
+            for suffix, text in files.items():
+                write(target / "run" / f"{stem}{suffix}", text)
+            if _owns_folder(files):
+                write.prune(target / "run" / stem)
         lineage_json, entries, changes = later.result()
     if manifest.cache is not None and later.forked:
         manifest.cache.apply_changes(changes)
@@ -76,38 +73,18 @@ def _lineage_entry(traced: Lineage, manifest: Manifest, name: str) -> dict[str, 
     """A model's lineage; for an MV also each input's used columns and derived key path."""
     entry = traced.model_dict(name)
     model = manifest.models[name]
-    if model.kind.name != "mv" or entry is None:
+    from .kinds import MvKind
+    from .kinds.mv.plan import input_paths, mv_plan
+
+    if not isinstance(model.kind, MvKind) or entry is None:
         return entry
-    from .mv import input_paths, mv_plan
 
     return {**entry, "mv_inputs": input_paths(mv_plan(model, manifest))}
 
 
-def _write_fact(write: _Writer, folder: Path, manifest: Manifest, model: Model) -> None:
-    """``run/<model>/step.sql`` and ``bounds.sql``: a fact's step and how its ``next`` is chosen."""
-    from .fact import bounds_script, fact, step_script
-
-    plan = fact(manifest, model)
-    write(folder / "step.sql", step_script(plan))
-    write(folder / "bounds.sql", bounds_script(plan))
-    write.prune(folder)
-
-
-def _write_mv(write: _Writer, folder: Path, manifest: Manifest, model: Model) -> None:
-    """``run/<model>/<name>.sql``: every query and statement derived for an MV (see compiler/mv.py)."""
-    header = f"-- mvflow: {model.name} (mv), derived from {model.path}\n"
-    for name, sql in (_mv_derived(model, manifest) or {}).items():
-        write(folder / f"{name.replace(':', '__')}.sql", f"{header}{sql.rstrip()};\n")
-    write.prune(folder)
-
-
-def _mv_derived(model: Model, manifest: Manifest) -> dict[str, str] | None:
-    """An MV's derived SQL by name, derived once for its run files and manifest.json."""
-    from .mv import derive, mv_plan
-
-    if model.kind.name != "mv":
-        return None
-    return manifest.derived("mv_queries", model, lambda: derive(mv_plan(model, manifest)).queries)
+def _owns_folder(files: dict[str, str]) -> bool:
+    """Whether a kind's run files are a folder ``run/<model>/`` (see ``ModelKind.run_files``)."""
+    return any(suffix.startswith("/") for suffix in files)
 
 
 class _Writer:
@@ -232,7 +209,7 @@ def manifest_dict(manifest: Manifest, traced: Lineage | None = None, entries: di
 
 def _model_dict(model: Model, manifest: Manifest) -> dict[str, Any]:
     stem = model_stem(model, manifest)
-    has_run = materialize.statements(model) is not None
+    files = model.kind.run_files(manifest, model)
     return {
         "name": model.name,
         "path": model.path,
@@ -248,8 +225,8 @@ def _model_dict(model: Model, manifest: Manifest) -> dict[str, Any]:
         "undeclared_tables": model.undeclared_tables,
         "checksum": model.checksum,
         "compiled_path": f"compiled/{stem}.sql",
-        "run_path": f"run/{stem}.sql" if has_run else f"run/{stem}/" if model.kind.name in ("fact", "mv") else None,
-        "derived": _mv_derived(model, manifest),
+        "run_path": f"run/{stem}/" if _owns_folder(files) else f"run/{stem}.sql" if files else None,
+        "derived": model.kind.derived_sql(manifest, model),
         "compiled_sql": model.select_sql,
     }
 

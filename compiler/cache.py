@@ -150,8 +150,8 @@ def _code_tag() -> str:
 
     here = Path(__file__).resolve().parent
     sources = hashlib.sha256()
-    for path in sorted(here.glob("*.py")):
-        sources.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted(here.rglob("*.py")):
+        sources.update(path.relative_to(here).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return cache_key(sys.version, jinja2.__version__, sqlglot.__version__, Path(sqlglot.parser.__file__).suffix,
                      sources.hexdigest())
 

@@ -128,22 +128,17 @@ def _run(manifest, selected, settings, store, threads, full_refresh, max_steps, 
     from . import phases
     from .artifacts import write_artifacts
     from .drift import check_sources
-    from .refresh import mv_runner
-    from .run import EXIT_INTERRUPTED, run_models
+    from .run import EXIT_INTERRUPTED, RunOptions, run_models
     from .spark import LazySession, spark_session
-    from .steps import StepOptions, fact_runner
 
     write_artifacts(manifest, selected)
     started = time.monotonic()
     delta = any(manifest.models[name].table_format == "delta" for name in selected if name in manifest.models)
     spark = LazySession(lambda: spark_session(settings, delta=delta or None), then=lambda session: check_sources(session, manifest, selected))
-    phase = phases.from_env()  # MVFLOW_KILL_AT: the kill-point tests' hook, a no-op otherwise
-    runners = {
-        "fact": fact_runner(store, StepOptions(max_steps=max_steps, full_refresh=full_refresh, file_check=file_check,
-                                               phase=phase), click.echo),
-        "mv": mv_runner(store, full_refresh, click.echo, file_check, phase),
-    }
-    report = run_models(spark, manifest, selected, threads=threads, echo=click.echo, runners=runners)
+    options = RunOptions(store, full_refresh, max_steps, file_check,
+                         phases.from_env(),  # MVFLOW_KILL_AT: the kill-point tests' hook, a no-op otherwise
+                         click.echo)
+    report = run_models(spark, manifest, selected, threads=threads, echo=click.echo, options=options)
     (manifest.project.target_dir / "run_results.json").write_text(report.to_json())
     counts = report.counts()
     click.echo(f"{'interrupted' if report.interrupted else 'done'} in {time.monotonic() - started:.1f}s: "
@@ -162,10 +157,10 @@ def _run(manifest, selected, settings, store, threads, full_refresh, max_steps, 
 def status(obj: _Context, select, exclude, target) -> None:
     """Offsets of fact models, MVs and MV inputs: last/next, how far behind the source, age, rows,
     lease holder, state in words (why a topic waits)."""
+    from .kinds.fact.steps import utc_now
     from .select import select as choose
     from .state import open_state_store
     from .status import claim_lines, status_lines
-    from .steps import utc_now
 
     manifest = obj.manifest(target)
     chosen = set(choose(manifest.graph, select, exclude)) if select or exclude else None
@@ -180,8 +175,8 @@ def status(obj: _Context, select, exclude, target) -> None:
 @click.pass_obj
 def verify(obj: _Context, select, exclude, target) -> None:
     """Compare each MV and fact with a full recomputation of its SELECT (missing, extra, different rows)."""
-    from .select import select as choose
     from .lock import target_lock
+    from .select import select as choose
     from .spark import spark_session
     from .state import open_state_store
     from .verify import verify as check
@@ -206,16 +201,17 @@ def verify(obj: _Context, select, exclude, target) -> None:
 def explain(obj: _Context, model, target) -> None:
     """Print what mvflow derived for an MV: key, hidden columns, key queries per input, refresh SQL."""
     from .errors import CompileError, Problem, did_you_mean
-    from .mv import explain as describe, mv_plan
-    from .refresh import strategy_lines
+    from .kinds import MvKind
+    from .kinds.mv.plan import explain as describe, mv_plan
+    from .kinds.mv.refresh import strategy_lines
 
     manifest = obj.manifest(target)
     found = manifest.models.get(model)
-    mvs = "mv models here: " + (", ".join(name for name, m in manifest.models.items() if m.kind.name == "mv") or "none")
+    mvs = "mv models here: " + (", ".join(name for name, m in manifest.models.items() if isinstance(m.kind, MvKind)) or "none")
     if found is None:
         raise CompileError(Problem(f"no model named '{model}'", hint=did_you_mean(model, manifest.models) or mvs,
                                    code="unknown-model"))
-    if found.kind.name != "mv":
+    if not isinstance(found.kind, MvKind):
         raise CompileError(Problem(f"'{model}' is a {found.kind.name} model: explain shows what mvflow derives for an mv",
                                    found.path, 1, hint=mvs, code="not-an-mv"))
     plan = mv_plan(found, manifest)

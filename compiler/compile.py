@@ -179,7 +179,7 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
     problems.raise_if_any()
     manifest = Manifest(project, defaults.name, defaults.spark.database, sources, models, graph, warnings, cache)
     _infer_columns(manifest)
-    from .mv import check_mvs  # mv.py reads the Manifest: imported here to avoid an import cycle
+    from .kinds.mv.plan import check_mvs  # mv.py reads the Manifest: imported here to avoid an import cycle
 
     manifest.warnings += check_mvs(manifest)
     return manifest

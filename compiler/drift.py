@@ -22,7 +22,7 @@ def check_sources(spark: "SparkSession", manifest: "Manifest", selected: Iterabl
     """Raise RunError listing every source read by the ``selected`` models whose table is missing
     or lacks a declared column or has it with another type, or, declared ``changes: cdf``, is
     not a Delta table recording its Change Data Feed."""
-    from .change_modes import cdf_problem
+    from .kinds.mv.change_modes import cdf_problem
 
     problems = ProblemList()
     for source in sources_read(manifest, selected):

@@ -33,7 +33,7 @@ MV_PHASES = (
     "mv:snapshot-written",     # a changed dictionary's snapshot taken for this batch
     "mv:changed-keys",         # the changed keys of every input checkpointed
     "mv:affected-keys",        # the affected MV keys checkpointed
-    "mv:fanout-guard",         # the strategy chose a full build (compiler.strategy): about to switch to it
+    "mv:fanout-guard",         # the strategy chose a full build (compiler.kinds.mv.strategy): about to switch to it
     "mv:delta-written",        # parquet: the recomputed rows and tombstones written to the delta
     "mv:merged",               # delta: the recomputed rows and tombstones merged (one commit)
     "mv:published",            # the refreshed keys published for MVs stacked on this one

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import threading
 import time
@@ -19,14 +18,15 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import networkx as nx
 
-from . import failures, materialize
+from . import failures
 from .compile import Manifest, Model
 from .graph import model_id
-from .kinds import TableKind
-from .table_format import DELTA, VIEW, describe_table, provider_of
+from .phases import PhaseHook, no_phase
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from .state import StateStore
 
 
 @dataclass
@@ -38,7 +38,7 @@ class Result:
     rows: int | None = None
     message: str = ""
     started_at: str = ""
-    strategy: str | None = None  # an mv batch: incremental | chunked | full (``compiler.strategy``)
+    strategy: str | None = None  # an mv batch: incremental | chunked | full (``compiler.kinds.mv.strategy``)
     estimates: dict | None = None  # an mv batch: the decision's figures (``Decision.to_dict``)
 
 
@@ -63,7 +63,18 @@ class RunReport:
 
 EXIT_INTERRUPTED = 130
 Printer = Callable[[str], None]
-ModelRunner = Callable[["SparkSession", Manifest, Model], Result]
+
+
+@dataclass
+class RunOptions:
+    """What ``mvflow run`` asks of every model; each kind's runner takes what it uses."""
+
+    store: "StateStore | None" = None  # None: the target's state store
+    full_refresh: bool = False
+    max_steps: int | None = None  # fact: steps per model and run
+    file_check: bool = True  # first ask compiler.watch whether anything moved, without Spark
+    phase: PhaseHook = no_phase  # named crash points (the kill-point tests)
+    echo: Printer = print
 
 
 def run_models(
@@ -72,10 +83,10 @@ def run_models(
     selected: list[str],
     threads: int = 1,
     echo: Printer = print,
-    runners: dict[str, ModelRunner] | None = None,
+    options: RunOptions | None = None,
 ) -> RunReport:
-    """Run ``selected`` models in dependency order; ``runners`` maps a kind to its runner."""
-    runners = {"view": run_statements, "table": run_statements, **(runners or {})}
+    """Run ``selected`` models in dependency order, each by its kind's runner."""
+    options = options or RunOptions(echo=echo)
     dag = _selected_dag(manifest, selected)
     report = RunReport()
     lock = threading.Lock()
@@ -96,9 +107,7 @@ def run_models(
 
     def execute(name: str) -> Result:
         model = manifest.models[name]
-        runner = runners.get(model.kind.name)
-        if runner is None:
-            return Result(name, model.kind.name, "skipped", message=f"the '{model.kind.name}' kind is not run yet")
+        runner = model.kind.runner(options)
         busy.add(name)  # before the stop check: a stop waits for the models that passed it (_stop)
         try:
             if stopping.is_set():
@@ -232,45 +241,6 @@ def _progress_line(done: int, total: int, result: Result) -> str:
     # an error is a `path:line: [code] …` message like compile's: on a line of its own
     detail = f"\n  {result.message}" if result.status == "error" else f" — {result.message}" if result.message else ""
     return f"{_clock()} | {done} of {total} {status} {result.kind:<5} {result.name:<32} {rows:>14} in {result.seconds:.1f}s{detail}"
-
-
-def run_statements(spark: "SparkSession", manifest: Manifest, model: Model) -> Result:
-    """Run a view or table model's statements (see materialize.py)."""
-    started = time.monotonic()
-    result = Result(model.name, model.kind.name, "success", started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-    params: dict[str, str] = {}
-    try:
-        is_table = isinstance(model.kind, TableKind)
-        layout, slot = table_layout(spark, model.relation) if is_table else (None, None)
-        if is_table and model.table_format != DELTA:
-            params["build_table"] = materialize.slot_table(model.relation, slot)
-        for item in materialize.statements(model) or []:
-            if (item.slot is not None and item.slot != slot) or (item.layout is not None and item.layout != layout):
-                continue
-            failures.running_statement(item.sql, item.purpose)
-            spark.sql(item.sql, args={k: v for k, v in params.items() if f":{k}" in item.sql} or None)
-        if is_table:
-            result.rows = spark.table(params.get("build_table", model.relation)).count()
-    except Exception as exc:  # noqa: BLE001 - a failing model must not stop the others
-        result.status = "error"
-        result.message = _spark_message(exc)
-    result.seconds = time.monotonic() - started
-    return result
-
-
-def table_layout(spark: "SparkSession", relation: str) -> tuple[str | None, str]:
-    """What a table model's name holds now (None: nothing, ``view``, ``delta``) and the
-    blue/green slot the parquet layout builds next: the one its view does not read ("a" first)."""
-    info = describe_table(spark, relation)
-    provider = provider_of(info)
-    if provider is None:
-        return None, materialize.SLOTS[0]
-    if provider == DELTA:
-        return DELTA, materialize.SLOTS[0]
-    if provider != VIEW:
-        raise RuntimeError(f"{relation} exists and is not a view or Delta table mvflow manages: drop or rename it first")
-    live = re.search(r"__mvflow_([ab])\b", info.get("View Text", ""))
-    return VIEW, materialize.SLOTS[1] if live and live.group(1) == materialize.SLOTS[0] else materialize.SLOTS[0]
 
 
 def _spark_message(exc: Exception) -> str:

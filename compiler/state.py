@@ -115,7 +115,7 @@ class StepLogRow:
     query_id: str = ""
     seconds: float = 0.0
     consumer: str = ""
-    strategy: str = ""  # an MV batch: incremental | chunked | full (``compiler.strategy``)
+    strategy: str = ""  # an MV batch: incremental | chunked | full (``compiler.kinds.mv.strategy``)
     detail: dict = field(default_factory=dict)  # an MV batch: affected keys, MV rows, chunks, estimates
 
 

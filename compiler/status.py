@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-from .mv_storage import MvState
+from .kinds.mv.storage import MvState
 from .state import Claim, Offset, Position, StepLogRow, holder_is_gone
 
 NONE = "-"
 COLUMNS = (("topic", "topic"), ("last", "last"), ("next (in flight)", "next"), ("behind source", "behind"),
            ("age", "age"), ("rows", "rows"), ("holder", "holder"), ("state", "state"))
-# Input topics whose positions are Delta table versions (compiler.change_modes tags their state).
+# Input topics whose positions are Delta table versions (compiler.kinds.mv.change_modes tags their state).
 _VERSION_MODES = {"versions": "diffed by time travel,", "cdf": "Change Data Feed read"}
 _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 

@@ -6,9 +6,8 @@ are *different*; keys stored twice are *duplicate*. It is the user-facing audit 
 oracle of the tests. The comparison runs in Spark; the driver sees counts and a few
 sample keys only.
 
-Kinds are verified by ``VERIFIERS`` (kind → function returning the expected SELECT, its
-parameters and key); a kind without one is reported as not verifiable rather than silently
-passing. A ``fact`` is compared with its SELECT over everything up to the committed position,
+A kind says what its rows must equal (``ModelKind.expected``: the SELECT, its parameters and
+key); a kind without an answer is reported as not verifiable rather than silently passing. A ``fact`` is compared with its SELECT over everything up to the committed position,
 keyed by its main source's primary key: missing, extra and duplicate rows are failures, while
 *different* values are reported but tolerated, because a fact keeps what its joined inputs
 said when the step ran.
@@ -17,7 +16,7 @@ said when the step ran.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -87,30 +86,6 @@ class Expected:
     skipped: str = ""
 
 
-def _mv_expected(manifest: "Manifest", model: "Model", store: "StateStore | None") -> Expected:
-    from .mv import mv_plan
-
-    return Expected(pretty(model.ast), mv_plan(model, manifest).key)
-
-
-def _fact_expected(manifest: "Manifest", model: "Model", store: "StateStore | None") -> Expected:
-    from .fact import fact
-    from .steps import bind_range
-
-    plan = fact(manifest, model)
-    key = manifest.sources[plan.source].primary_key
-    offset = store.get(plan.topic) if store else None
-    if offset is None or offset.last is None:
-        return Expected("", key, skipped="no committed step yet: run the model first")
-    if not set(key) <= set(model.columns or ()):
-        return Expected("", key, skipped=f"its output does not hold the key {', '.join(key)} of {plan.source}")
-    return Expected(plan.step, key, bind_range(plan, None, offset.last), tolerate_different=True)
-
-
-#: kind → (manifest, model, state store) → what the stored rows must equal
-VERIFIERS: dict[str, Callable[..., Expected]] = {"mv": _mv_expected, "fact": _fact_expected}
-
-
 def comparison_query(expected: str, actual: str, key: tuple[str, ...], columns: list[str]) -> exp.Select:
     """Per key: whether it is missing, extra or different (temporary views ``expected``/``actual``).
 
@@ -132,14 +107,13 @@ def comparison_query(expected: str, actual: str, key: tuple[str, ...], columns: 
 def verify_model(spark: "SparkSession", manifest: "Manifest", model: "Model", store: "StateStore | None" = None) -> Verdict:
     """Compare one model's stored rows with a recomputation of its SELECT."""
     verdict = Verdict(model.name, model.relation)
-    verifier = VERIFIERS.get(model.kind.name)
-    if verifier is None:
+    wanted = model.kind.expected(manifest, model, store)
+    if wanted is None:
         verdict.skipped = f"kind '{model.kind.name}' has no verifier yet"
         return verdict
     if not spark.catalog.tableExists(model.relation):
         verdict.skipped = f"{model.relation} does not exist: run the model first"
         return verdict
-    wanted = verifier(manifest, model, store)
     if wanted.skipped:
         verdict.skipped = wanted.skipped
         return verdict

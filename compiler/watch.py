@@ -30,15 +30,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-from .materialize import SLOTS, slot_table
 from .state import StateStore, encode_position
-from .table_format import DELTA
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-    from .fact import FactPlan
-    from .mv import MvPlan
 
 
 @dataclass(frozen=True)
@@ -72,30 +67,6 @@ class Watch:
             return cls(**data) if isinstance(data, dict) else None
         except (TypeError, ValueError):
             return None
-
-
-def mv_spec(plan: "MvPlan", definition: str) -> Spec:
-    """An MV waits on its inputs' tables (a table model's two slots, or its Delta table when the
-    plan says it is stored as Delta) and on upstream MVs' topics."""
-    tables: list[str] = []
-    topics: list[str] = []
-    for info in plan.inputs.values():
-        if info.mode == "mv":
-            topics.append(info.id)
-        elif info.mode == "table" and info.table_format != DELTA:
-            tables += [slot_table(info.relation, slot) for slot in SLOTS]
-        else:
-            tables += [info.relation, *([info.feed] if info.feed else [])]
-    return Spec(plan.topic(), definition, tuple(sorted(set(tables))), tuple(sorted(topics)))
-
-
-def fact_spec(plan: "FactPlan") -> Spec:
-    """A fact waits on its main source, the sources it depends on, and upstream facts' and MVs' topics."""
-    return Spec(
-        plan.topic, sql_hash(repr(plan)),
-        tables=tuple(sorted({plan.source, *(d.name for d in plan.depends_on if d.kind == "source")})),
-        topics=tuple(sorted(d.name for d in plan.depends_on if d.kind == "fact")),
-        prefixes=tuple(sorted(f"{d.name}:" for d in plan.depends_on if d.kind == "mv")))
 
 
 def sql_hash(*parts: str) -> str:

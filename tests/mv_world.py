@@ -10,8 +10,8 @@ import textwrap
 from pathlib import Path
 
 from compiler.compile import compile_project
+from compiler.kinds.mv.refresh import refresh_mv
 from compiler.project import StateSettings, load_project
-from compiler.refresh import refresh_mv
 from compiler.state import open_state_store
 from compiler.verify import verify_model
 

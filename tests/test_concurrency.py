@@ -17,9 +17,9 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from compiler.lock import ClaimHeld
 from compiler.phases import _descendants
 from compiler.project import load_project
-from compiler.lock import ClaimHeld
 from compiler.state import open_state_store
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from compiler import status
 from compiler.artifacts import write_artifacts
 from compiler.cli import cli
-from compiler import status
 from compiler.compile import compile_project
 from compiler.docs import generate_docs, site_data, site_files
 from compiler.docs.layout import layout

@@ -204,8 +204,8 @@ def test_state_page_shows_what_status_prints(browser, tmp_path):
     from compiler.artifacts import write_artifacts
     from compiler.compile import compile_project
     from compiler.docs import generate_docs
+    from compiler.kinds.mv.refresh import MvState
     from compiler.project import load_project
-    from compiler.refresh import MvState
     from compiler.state import open_state_store
     from compiler.status import COLUMNS, topic_statuses
 

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from compiler.cli import cli
 from compiler.compile import compile_project
 from compiler.errors import CompileError
-from compiler.fact import STEP_COLUMN, fact
+from compiler.kinds.fact.plan import STEP_COLUMN, fact
+from compiler.kinds.fact.steps import StepOptions, run_fact
 from compiler.project import load_project
 from compiler.state import open_state_store
 from compiler.status import status_lines
-from compiler.steps import StepOptions, run_fact
 
 T0 = datetime(2026, 1, 1, 0, 0, tzinfo=timezone.utc)
 

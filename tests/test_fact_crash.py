@@ -57,11 +57,11 @@ WHERE reflect('java.lang.Thread', 'sleep', CAST(e.id * 0 + 300 AS BIGINT)) = 'nu
 def _worker(project_dir: str, kill_at: str, setup: bool) -> None:
     sys.path.insert(0, str(ROOT))
     from compiler.compile import compile_project
-    from compiler.fact import STEP_COLUMN
+    from compiler.kinds.fact.plan import STEP_COLUMN
+    from compiler.kinds.fact.steps import StepOptions, run_fact
     from compiler.project import load_project
     from compiler.spark import spark_session
     from compiler.state import open_state_store
-    from compiler.steps import StepOptions, run_fact
 
     project = load_project(project_dir)
     manifest = compile_project(project)
@@ -203,10 +203,10 @@ def test_a_step_crashed_at_every_phase_is_redone_exactly(spark, make_project, fm
     import uuid
 
     from compiler.compile import compile_project
+    from compiler.kinds.fact.steps import StepOptions, run_fact
     from compiler.phases import FACT_PHASES, Crash, crash_at
     from compiler.project import load_project
     from compiler.state import open_state_store
-    from compiler.steps import StepOptions, run_fact
 
     db = f"crash_{uuid.uuid4().hex[:8]}"
     files = {**FILES, "project.yml": f"name: crash\nmodels:\n  +schema: {db}_out\n  +table_format: {fmt}\n",

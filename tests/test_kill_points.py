@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from compiler.compile import compile_project
+from compiler.kinds.fact.steps import StepOptions, run_fact
+from compiler.kinds.mv.refresh import run_mv
 from compiler.phases import FACT_PHASES, MV_DELTA_ONLY, MV_PARQUET_ONLY, MV_PHASES, Crash, crash_at, mv_phases
 from compiler.project import load_project
-from compiler.refresh import run_mv
-from compiler.steps import StepOptions, run_fact
 from compiler.verify import verify_model
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib

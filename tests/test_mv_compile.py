@@ -11,7 +11,7 @@ import pytest
 import sqlglot
 
 from compiler.errors import CompileError
-from compiler.mv import CODES, derive, explain, plan_from_sql
+from compiler.kinds.mv.plan import CODES, derive, explain, plan_from_sql
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mv"
 
@@ -83,8 +83,8 @@ def test_fixture_files_cover_every_code():
 
 
 def test_input_ast_is_not_modified():
+    from compiler.kinds.mv.plan import _Analyzer
     from compiler.parse import parse_select
-    from compiler.mv import _Analyzer
 
     ast = parse_select("SELECT id FROM d.o AS o", "m.sql")
     before = repr(ast)
@@ -93,7 +93,7 @@ def test_input_ast_is_not_modified():
 
 
 def _source():
-    from compiler.mv import _Input
+    from compiler.kinds.mv.plan import _Input
 
     return _Input("d.o", "d.o", "position", ("id",), None, position=("v",))
 

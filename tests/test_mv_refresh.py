@@ -241,7 +241,7 @@ def test_up_to_date_opens_no_batch_and_changes_are_still_seen(parquet_world):
 
 def test_unchanged_dictionary_keeps_its_snapshot_and_later_edits_are_found(parquet_world):
     world = parquet_world
-    from compiler.mv import mv_plan
+    from compiler.kinds.mv.plan import mv_plan
 
     plan = mv_plan(world.manifest.models["wide"], world.manifest)
 
@@ -266,7 +266,7 @@ def test_unchanged_dictionary_keeps_its_snapshot_and_later_edits_are_found(parqu
 
 def test_switching_the_table_format_rebuilds_in_the_other_format_and_back(spark, tmp_path):
     from compiler.compile import compile_project
-    from compiler.mv import SLOTS, mv_plan
+    from compiler.kinds.mv.plan import SLOTS, mv_plan
     from compiler.project import load_project
     from compiler.table_format import is_delta_table
     from mv_world import WIDE, with_format
@@ -291,7 +291,7 @@ def test_switching_the_table_format_rebuilds_in_the_other_format_and_back(spark,
 
 
 def test_delta_batch_is_one_commit_and_a_redo_forgets_what_the_crashed_merge_wrote(spark, tmp_path):
-    from compiler.mv_storage import MvState
+    from compiler.kinds.mv.storage import MvState
     from compiler.table_format import delta_version
 
     w = World(spark, tmp_path, table_format="delta")

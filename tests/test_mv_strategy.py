@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from compiler.kinds.mv.refresh import MvState, run_mv, strategy_lines
+from compiler.kinds.mv.strategy import CHUNKED, FULL, INCREMENTAL
 from compiler.phases import Crash, crash_at
 from compiler.project import StateSettings
-from compiler.refresh import MvState, run_mv, strategy_lines
 from compiler.spark import LazySession
-from compiler.strategy import CHUNKED, FULL, INCREMENTAL
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
 from mv_world import WIDE, World, seed  # noqa: E402

@@ -16,8 +16,11 @@ import pytest
 
 from compiler.cli import main
 from compiler.compile import compile_project
+from compiler.kinds import TableKind, ViewKind
+from compiler.kinds.table import run_table
+from compiler.kinds.view import run_view
 from compiler.project import load_project
-from compiler.run import Result, run_models, run_statements
+from compiler.run import Result, run_models
 
 MODELS = {
     "models/stg/stg_items.sql": """
@@ -167,8 +170,6 @@ def test_table_rebuild_swaps_slots_and_readers_keep_the_model_name(env):
 
 
 def test_a_delta_table_is_replaced_in_place_and_formats_switch_both_ways(env):
-    from compiler import materialize
-
     relation = f"{env.mart}.shop_stats"
     env.run(["stg_items", "shop_stats"])
     assert env.tables(env.mart) == {"shop_stats": "view", "shop_stats__mvflow_a": "parquet"}
@@ -185,7 +186,8 @@ def test_a_delta_table_is_replaced_in_place_and_formats_switch_both_ways(env):
     assert [h.operation for h in history] == ["CREATE OR REPLACE TABLE AS SELECT"] * 2, "one commit per build"
     assert sorted(tuple(r) for r in env.spark.read.option("versionAsOf", history[-1].version).table(relation)
                   .collect()) == [("a", 1, 1.0), ("c", 1, 2.0)], "the old version is still readable"
-    text = materialize.script(env.manifest().models["shop_stats"], materialize.statements(env.manifest().models["shop_stats"]))
+    manifest = env.manifest()
+    [text] = manifest.models["shop_stats"].kind.run_files(manifest, manifest.models["shop_stats"]).values()
     assert f"CREATE OR REPLACE TABLE {relation}\nUSING delta\nAS\n" in text and "IDENTIFIER(:build_table)" not in text
     assert f"(only when {relation} is a view now)\nDROP VIEW IF EXISTS {relation};" in text
 
@@ -197,12 +199,11 @@ def test_a_delta_table_is_replaced_in_place_and_formats_switch_both_ways(env):
 
 
 def test_an_mv_diffs_a_delta_table_model_like_a_dictionary(spark, make_project):
+    from compiler.kinds.mv.plan import mv_plan
+    from compiler.kinds.mv.refresh import run_mv, watch_spec
     from compiler.project import load_project
-    from compiler.refresh import run_mv
     from compiler.state import open_state_store
     from compiler.verify import verify_model
-    from compiler.watch import mv_spec
-    from compiler.mv import mv_plan
 
     env = Env(spark, make_project, {
         "models/mart/shop_stats.sql": """
@@ -223,7 +224,7 @@ def test_an_mv_diffs_a_delta_table_model_like_a_dictionary(spark, make_project):
         assert env.run(["stg_items", "shop_stats"])[0].ok
         manifest = env.manifest()
         mv = manifest.models["item_shops"]
-        spec = mv_spec(mv_plan(mv, manifest), "x")
+        spec = watch_spec(mv_plan(mv, manifest), "x")
         assert f"{env.mart}.shop_stats" in spec.tables and not any("__mvflow_" in t for t in spec.tables)
         for items in ([(1, "a", 1.0)], [(1, "a", 1.0), (2, "a", 5.0)]):
             env.load_items(items)
@@ -287,7 +288,7 @@ def test_cli_run_exits_1_on_failure_and_writes_run_results(spark, make_project, 
         env.drop()
 
 
-def test_threads_run_independent_models_at_the_same_time(spark, make_project):
+def test_threads_run_independent_models_at_the_same_time(spark, make_project, monkeypatch):
     env = Env(spark, make_project, {
         "models/stg/left.sql": "select i.id from {{ source('SRC', 'items') }} as i",
         "models/stg/right.sql": "select i.shop from {{ source('SRC', 'items') }} as i",
@@ -298,50 +299,30 @@ def test_threads_run_independent_models_at_the_same_time(spark, make_project):
     def meet_then_run(spark, manifest, model) -> Result:
         if model.name in ("left", "right"):
             barrier.wait()
-        return run_statements(spark, manifest, model)
+        return run_view(spark, manifest, model)
 
+    monkeypatch.setattr(ViewKind, "runner", lambda kind, options: meet_then_run)
     try:
-        report, _ = env.run(["left", "right"], threads=2, runners={"view": meet_then_run})
+        report, _ = env.run(["left", "right"], threads=2)
         assert report.ok and statuses(report) == {"left": "success", "right": "success"}
         assert env.rows(f"{env.stg}.left") == [(1,), (2,), (3,), (4,)]
     finally:
         env.drop()
 
 
-def test_dependent_models_wait_for_their_parents_even_with_threads(env):
+def test_dependent_models_wait_for_their_parents_even_with_threads(env, monkeypatch):
     order: list[str] = []
     lock = threading.Lock()
 
-    def record(spark, manifest, model) -> Result:
-        result = run_statements(spark, manifest, model)
-        with lock:
-            order.append(model.name)
-        return result
+    def recording(run):
+        def record(spark, manifest, model) -> Result:
+            result = run(spark, manifest, model)
+            with lock:
+                order.append(model.name)
+            return result
+        return lambda kind, options: record
 
-    report, _ = env.run(threads=3, runners={"view": record, "table": record})
+    monkeypatch.setattr(ViewKind, "runner", recording(run_view))
+    monkeypatch.setattr(TableKind, "runner", recording(run_table))
+    report, _ = env.run(threads=3)
     assert report.ok and order == ["stg_items", "shop_stats", "top_shop"]
-
-
-def test_kinds_without_a_runner_are_skipped_with_a_reason(spark, make_project):
-    env = Env(spark, make_project, {
-        "models/mart/wide.sql": """
-            {{ config(materialized='mv') }}
-            select i.id, i.shop from {{ source('SRC', 'items') }} as i
-        """,
-        "models/mart/steps.sql": """
-            {{ config(materialized='fact') }}
-            select e.id from {{ source('SRC', 'events') }} as e
-        """,
-        "models/mart/after_wide.sql": "select * from {{ ref('wide') }}",
-    })
-    try:
-        report, lines = env.run(["stg_items", "wide", "steps"], runners={})
-        result = {r.name: r for r in report.results}
-        assert report.ok
-        assert result["stg_items"].status == "success"
-        assert (result["wide"].status, result["wide"].message) == ("skipped", "the 'mv' kind is not run yet")
-        assert (result["steps"].status, result["steps"].message) == ("skipped", "the 'fact' kind is not run yet")
-        assert not spark.catalog.tableExists(f"{env.mart}.wide")
-        assert any("SKIP" in line and "wide" in line and "not run yet" in line for line in lines)
-    finally:
-        env.drop()

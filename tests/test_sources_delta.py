@@ -1,4 +1,4 @@
-"""Sources on Delta Lake (compiler.change_modes): the Change Data Feed as a change mode
+"""Sources on Delta Lake (compiler.kinds.mv.change_modes): the Change Data Feed as a change mode
 (``changes: cdf``), ``position`` sources stored as Delta, dictionaries diffed by time travel
 instead of snapshots, beside parquet sources in the same MV. Oracle: after every batch the MV
 equals a full recomputation of its SELECT, also after a crash with new versions landing before
@@ -16,9 +16,9 @@ import pytest
 
 from compiler.compile import compile_project
 from compiler.errors import RunError
+from compiler.kinds.mv.refresh import run_mv
 from compiler.phases import Crash, crash_at
 from compiler.project import load_project
-from compiler.refresh import run_mv
 from compiler.table_format import delta_version, table_details
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
@@ -215,7 +215,7 @@ def test_the_watch_sees_a_delta_commit(world):
 
 def test_cdf_declaration_compiles_to_table_changes_and_a_bad_one_names_its_line(make_project):
     from compiler.errors import ProjectError
-    from compiler.mv import derive, mode_words, mv_plan
+    from compiler.kinds.mv.plan import derive, mode_words, mv_plan
     from compiler.sources import load_sources
 
     files = {

@@ -1,4 +1,4 @@
-"""The refresh strategy's pure decisions (compiler.strategy, compiler.mv_decisions), its config
+"""The refresh strategy's pure decisions (compiler.kinds.mv.strategy, compiler.kinds.mv.decisions), its config
 (compiler.kinds) and its history in the state store: no Spark."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 from compiler.compile import compile_project
 from compiler.errors import CompileError
 from compiler.kinds import KindError, MvKind, create_kind
-from compiler.mv_decisions import Seen, input_range, new_input, rebuild_reason, up_to_date
+from compiler.kinds.mv.decisions import Seen, input_range, new_input, rebuild_reason, up_to_date
 from compiler.project import load_project
 from compiler.state import SqliteStateStore, StepLogRow
-from compiler.strategy import (CHUNKED, FULL, INCREMENTAL, Run, after_keys, before_keys, chunk_count, cost_model,
+from compiler.kinds.mv.strategy import (CHUNKED, FULL, INCREMENTAL, Run, after_keys, before_keys, chunk_count, cost_model,
                                not_due_until, not_due_words, runs)
 
 T0 = datetime(2026, 1, 1, 10, 0, tzinfo=timezone.utc)

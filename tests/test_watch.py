@@ -8,9 +8,10 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from compiler.refresh import run_mv
+from compiler.kinds.fact.steps import watch_spec
+from compiler.kinds.mv.refresh import run_mv
 from compiler.spark import LazySession
-from compiler.watch import fact_spec, is_idle
+from compiler.watch import is_idle
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
 from mv_world import World, seed  # noqa: E402
@@ -59,7 +60,7 @@ def test_fact_waiting_for_its_delay_wakes_up_when_the_clock_passes_it(spark, mak
     env.now = T0 + timedelta(minutes=10, seconds=30)
     result, started = run()
     assert started and result.rows == 1
-    assert is_idle(env.store, fact_spec(_plan(env)), env.now) is not None  # oldest pending: T0+1m → ready at T0+11m
+    assert is_idle(env.store, watch_spec(_plan(env)), env.now) is not None  # oldest pending: T0+1m → ready at T0+11m
     env.now = T0 + timedelta(minutes=10, seconds=50)
     result, started = run()
     assert not started and result.rows == 0 and "waiting for the delay of 600s" in result.message
@@ -91,13 +92,13 @@ def test_fact_blocked_by_an_upstream_mv_waits_on_its_offsets(spark, make_project
 
 
 def _plan(env: Env):
-    from compiler.fact import fact
+    from compiler.kinds.fact.plan import fact
 
     return fact(env.manifest, env.manifest.models["ev"])
 
 
 def _run_fact(env: Env, session: LazySession):
-    from compiler.steps import StepOptions, run_fact
+    from compiler.kinds.fact.steps import StepOptions, run_fact
 
     options = StepOptions(clock=lambda: env.now, lease_ttl_seconds=60)
     return run_fact(session, env.manifest, env.manifest.models["ev"], env.store, options, env.lines.append)

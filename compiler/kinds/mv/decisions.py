@@ -2,9 +2,9 @@
 input's ``(last, next)`` range.
 
 Pure: the state store's offsets and what the probe found are passed in (each input's change
-mode, ``compiler.change_modes``, supplies its figures; ``compiler.refresh`` gathers them from
+mode, ``compiler.kinds.mv.change_modes``, supplies its figures; ``compiler.kinds.mv.refresh`` gathers them from
 Spark and the state store and executes the result). How each batch is
-applied (by key, in chunks, or by a full build) is ``compiler.strategy``.
+applied (by key, in chunks, or by a full build) is ``compiler.kinds.mv.strategy``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A mode owns, for its input, the probe (what the input holds now), the up-to-date test, the
 ``(last, next]`` range a batch plans, the changed-keys query it binds (its text derived at compile
-time by ``compiler.mv``) and what the input's topic keeps at the commit. ``compiler.refresh``
+time by ``compiler.kinds.mv.plan``) and what the input's topic keeps at the commit. ``compiler.kinds.mv.refresh``
 asks the modes; it does not compare mode names.
 
 =================  ===========================================  =====================================
@@ -40,11 +40,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .errors import Problem, RunError
-from .mv import BATCH, MvPlan, diffed
-from .mv_decisions import Seen, input_range
-from .state import Offset, StateStore
-from .table_format import DELTA, delta_version, table_details
+from ...errors import Problem, RunError
+from ...state import Offset, StateStore
+from ...table_format import DELTA, delta_version, table_details
+from .decisions import Seen, input_range
+from .plan import BATCH, MvPlan, diffed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -69,7 +69,7 @@ class Probe:
 
 
 class Batch(Protocol):
-    """What a mode uses of the running batch (``compiler.refresh._Refresh``)."""
+    """What a mode uses of the running batch (``compiler.kinds.mv.refresh._Refresh``)."""
 
     spark: "SparkSession"
     plan: MvPlan
@@ -107,7 +107,7 @@ class ChangeMode:
         """The newest position seen (None: not known, or an input diffed by content)."""
         return run.probe.positions.get(self.input_id)
 
-    # -- decisions (the pure rules are ``compiler.mv_decisions``'; a mode supplies its figures) --
+    # -- decisions (the pure rules are ``compiler.kinds.mv.decisions``'; a mode supplies its figures) --
     def seen(self, run: Batch, offset: Offset) -> Seen:
         """What the up-to-date check compares for this input (``offset`` is committed, not in flight)."""
         return Seen(True, tuple(offset.last) or None, self.current(run))

@@ -1,102 +1,34 @@
-"""Model kinds as typed data: one frozen class per ``materialized=`` value.
+"""Model kinds: one home per ``materialized=`` value, each owning its config, its
+compile-time plan, its runner, its verify and what it writes under ``target/run/``.
 
-Callers ask a kind's predicates and fields instead of comparing strings; what each kind
-*does* at run time lives in ``materialize.py`` (statements) and the runner.
+============  ==============================================================================
+``view``      ``view.py``: ``CREATE OR REPLACE VIEW``
+``table``     ``table.py``: a full rebuild (parquet blue/green slots, or one Delta
+              ``CREATE OR REPLACE TABLE``)
+``mv``        ``mv/``: a wide table refreshed by key
+``fact``      ``fact/``: an append-mostly table built in idempotent steps
+============  ==============================================================================
+
+Callers ask a kind's fields and hooks (``base.ModelKind``) instead of comparing names. This
+module builds a kind from a model's config (``create_kind``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Mapping
+from dataclasses import fields
+from typing import Any, Mapping
 
-from .sources import parse_duration
+from ..sources import parse_duration
+from .base import COMMON_KEYS, KindError, ModelKind
+from .fact import FactKind
+from .mv import MV_STRATEGIES, MvKind
+from .table import TableKind
+from .view import ViewKind
 
-#: ``config(strategy=...)`` of an ``mv``: how each batch with changes is applied (``compiler.strategy``).
-MV_STRATEGIES = ("auto", "incremental", "chunked", "full")
+__all__ = ["COMMON_KEYS", "KINDS", "FactKind", "Kind", "KindError", "ModelKind", "MvKind", "TableKind", "ViewKind",
+           "create_kind"]
 
-#: Config keys every kind accepts (besides its own fields).
-COMMON_KEYS = frozenset({"materialized", "schema", "database", "alias", "tags", "description", "enabled", "before", "after",
-                         "table_format"})
-
-
-class KindError(ValueError):
-    """An invalid kind or kind option; the caller adds file and line."""
-
-    def __init__(self, message: str, hint: str, code: str, key: str = "materialized"):
-        super().__init__(message)
-        self.hint = hint
-        self.code = code
-        self.key = key  # the config key at fault, so the caller can point at its line
-        self.errors: list[KindError] = [self]  # every problem of the config, this one first
-
-
-@dataclass(frozen=True)
-class _Kind:
-    name: ClassVar[str]
-    #: fields whose change alters the data (a breaking change for incremental kinds)
-    breaking: ClassVar[tuple[str, ...]] = ()
-    implemented: ClassVar[bool] = True
-
-    @property
-    def is_incremental(self) -> bool:
-        return False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, **{f.name: getattr(self, f.name) for f in fields(self)}}
-
-
-@dataclass(frozen=True)
-class ViewKind(_Kind):
-    name: ClassVar[str] = "view"
-
-
-@dataclass(frozen=True)
-class TableKind(_Kind):
-    """Full rebuild: parquet into the idle slot, then an atomic swap of the view readers query;
-    delta as one ``CREATE OR REPLACE TABLE … AS SELECT`` (see ``materialize.py``)."""
-
-    name: ClassVar[str] = "table"
-    partition_by: tuple[str, ...] = ()
-    #: the rows' unique key, so that mv models may join it (they diff it like a dictionary)
-    unique_key: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class MvKind(_Kind):
-    """A wide table refreshed by key (``mv``)."""
-
-    name: ClassVar[str] = "mv"
-    breaking: ClassVar[tuple[str, ...]] = ("unique_key",)
-    unique_key: tuple[str, ...] = ()
-    fanout_threshold: float = 0.2
-    compact_threshold: float = 0.1
-    strategy: str = "auto"
-    min_interval_seconds: int = 0  # ``min_interval``: the shortest time between two batches
-    chunk_keys: int = 500_000  # affected keys per chunk of a chunked refresh
-
-    @property
-    def is_incremental(self) -> bool:
-        return True
-
-
-@dataclass(frozen=True)
-class FactKind(_Kind):
-    """An append-mostly table built in idempotent steps over ``(last, next]`` positions."""
-
-    name: ClassVar[str] = "fact"
-    breaking: ClassVar[tuple[str, ...]] = ("source", "partition_by")
-    source: str | None = None
-    maxstep: int = 1_000_000
-    delay_seconds: int = 0
-    depends_on: tuple[str, ...] = ()
-    partition_by: tuple[str, ...] = ()
-
-    @property
-    def is_incremental(self) -> bool:
-        return True
-
-
-KINDS: dict[str, type[_Kind]] = {k.name: k for k in (ViewKind, TableKind, MvKind, FactKind)}
+KINDS: dict[str, type[ModelKind]] = {k.name: k for k in (ViewKind, TableKind, MvKind, FactKind)}
 Kind = ViewKind | TableKind | MvKind | FactKind
 
 
@@ -111,7 +43,7 @@ def create_kind(config: Mapping[str, Any]) -> Kind:
     >>> create_kind({"materialized": "cube"})
     Traceback (most recent call last):
     ...
-    compiler.kinds.KindError: unknown materialized='cube'
+    compiler.kinds.base.KindError: unknown materialized='cube'
     >>> try:
     ...     create_kind({"materialized": "fact", "maxstep": 0, "delay": "soon", "size": 1})
     ... except KindError as exc:
@@ -145,7 +77,7 @@ def create_kind(config: Mapping[str, Any]) -> Kind:
 _DURATIONS = {"delay": "delay_seconds", "min_interval": "min_interval_seconds"}  # config key -> field in seconds
 
 
-def _coerce(cls: type[_Kind], key: str, value: Any) -> Any:
+def _coerce(cls: type[ModelKind], key: str, value: Any) -> Any:
     default = next(f.default for f in fields(cls) if f.name == key)
     alias = next((a for a, name in _DURATIONS.items() if name == key), None)
     if alias is not None:

@@ -1,6 +1,6 @@
 """How an MV's rows are stored, per table format: the one place a refresh differs by format.
 
-``compiler.refresh._Refresh`` finds the changed and affected keys and commits the offsets the
+``compiler.kinds.mv.refresh._Refresh`` finds the changed and affected keys and commits the offsets the
 same way for both formats; a storage writes what it computed:
 
 - ``ParquetStorage`` (``table_format: parquet``): base tables in slots a/b, a delta table
@@ -14,7 +14,7 @@ same way for both formats; a storage writes what it computed:
   queries read the MV as of that version, and a redo first restores the table to it, so a
   crashed try's MERGE leaves nothing behind whatever the redo finds.
 
-Every statement comes from ``compiler.mv.derive`` (written under ``target/run/<mv>/``).
+Every statement comes from ``compiler.kinds.mv.plan.derive`` (written under ``target/run/<mv>/``).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .mv import SLOTS, MvPlan, Derived, state_query
-from .parse import pretty
-from .table_format import DELTA, delta_version
+from ...parse import pretty
+from ...table_format import DELTA, delta_version
+from .plan import SLOTS, MvPlan, Derived, state_query
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -78,7 +78,7 @@ class MvState:
 
 
 class Runner(Protocol):
-    """What a storage uses of the refresh running it (``compiler.refresh._Refresh``)."""
+    """What a storage uses of the refresh running it (``compiler.kinds.mv.refresh._Refresh``)."""
 
     spark: "SparkSession"
     plan: MvPlan

@@ -32,10 +32,10 @@ from dataclasses import dataclass
 import sqlglot
 from sqlglot import exp
 
-from .compile import Manifest, Model
-from .errors import CompileError, Problem
-from .parse import pretty, table_name
-from .table_format import DELTA, using
+from ...compile import Manifest, Model
+from ...errors import CompileError, Problem
+from ...parse import pretty, table_name
+from ...table_format import DELTA, using
 
 STEP_COLUMN = "mvflow_step"  # no leading "_": the Hive metastore's partition filter parser rejects it
 _TIME_TYPES = ("timestamp", "date")
@@ -502,8 +502,8 @@ def _demo(name: str):
     """The demo project's manifest and one model (for doctests)."""
     from pathlib import Path
 
-    from .compile import compile_project
-    from .project import load_project
+    from ...compile import compile_project
+    from ...project import load_project
 
-    manifest = compile_project(load_project(Path(__file__).resolve().parent.parent))
+    manifest = compile_project(load_project(Path(__file__).resolve().parents[3]))
     return manifest, manifest.models[name]

@@ -2,7 +2,7 @@
 
 Pure: the MV's config (``MvKind``), what the batch knows (changed keys per input, affected MV
 keys, MV rows), the MV's recorded batches (``Run``) and ``now`` in; a ``Decision`` out, with
-the estimate of each strategy and the reason in words. The refresh (``compiler.refresh``)
+the estimate of each strategy and the reason in words. The refresh (``compiler.kinds.mv.refresh``)
 gathers the figures and executes what is decided.
 
 The cost model (``cost_model``) fits, by least squares over the MV's recent batches,
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Mapping, Sequence
 
-from .kinds import MvKind
-from .state import StepLogRow
+from ...state import StepLogRow
+from . import MvKind
 
 INCREMENTAL, CHUNKED, FULL = "incremental", "chunked", "full"
 HISTORY = 10  # recorded batches of each kind the cost model fits

@@ -1,6 +1,6 @@
 """Running an ``mv`` model: change detection, affected keys, the write, the commit.
 
-How the rows are stored is the storage's (``compiler.mv_storage``, one per table format):
+How the rows are stored is the storage's (``compiler.kinds.mv.storage``, one per table format):
 
 - parquet: ``<mv>__mvflow_base_<a|b>`` base slots (blue/green), ``<mv>__mvflow_delta_<a|b>``
   recomputed rows and tombstones partitioned by batch, and a merge-on-read view under the
@@ -32,22 +32,24 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import strategy, watch
+from ... import watch
+from ...phases import PhaseHook, no_phase
+from ...state import Commit, Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
+from ...table_format import DELTA
+from ..table import SLOTS, slot_table
+from . import MvKind, strategy
 from .change_modes import ChangeMode, Probe, history_gone, resolve
-from .kinds import MvKind
-from .mv import Derived, MvPlan, derive, lookup_inputs, mv_plan, walk_inputs
-from .mv_decisions import Seen, new_input, rebuild_reason, up_to_date
-from .mv_storage import MvState, storage_for
-from .phases import PhaseHook, no_phase
-from .state import Commit, Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
+from .decisions import Seen, new_input, rebuild_reason, up_to_date
+from .plan import Derived, MvPlan, derived, lookup_inputs, mv_plan, walk_inputs
+from .storage import MvState, storage_for
 from .strategy import CHUNKED, FULL, Decision
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from .compile import Manifest, Model
-    from .project import StateSettings
-    from .run import Result
+    from ...compile import Manifest, Model
+    from ...project import StateSettings
+    from ...run import Result
 
 LEASE_SECONDS = 3600.0
 # Key sets up to this many rows are joined as broadcasts. A checkpoint carries no size
@@ -64,7 +66,7 @@ class Outcome:
     batch: int
     mode: str  # build | refresh | noop
     affected: int = 0
-    decision: Decision | None = None  # how the batch was applied (``compiler.strategy``) and why
+    decision: Decision | None = None  # how the batch was applied (``compiler.kinds.mv.strategy``) and why
     rows: int | None = None
     changed: dict[str, int] = field(default_factory=dict)
     compacted: bool = False
@@ -105,7 +107,7 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
     ``min_interval`` of its last batch it is not due; with ``file_check``, first ask
     ``compiler.watch`` whether anything moved. Both are answered without Spark. A redone batch
     is followed by a new one when changes landed after the crash."""
-    from .run import Result, _spark_message
+    from ...run import Result, _spark_message
 
     started = time.monotonic()
     result = Result(model.name, "mv", "success", started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
@@ -114,7 +116,7 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
         kind = _kind(model.kind)
         until = None if full_refresh else strategy.not_due_until(now(), last_batch_time(store, plan.topic()),
                                                                  kind.min_interval_seconds)
-        spec = watch.mv_spec(plan, definition_hash(_derived(manifest, model)))
+        spec = watch_spec(plan, definition_hash(derived(manifest, model)))
         seen = watch.is_idle(store, spec, now()) if file_check and not full_refresh and until is None else None
         if until is not None:  # decided from the state store alone: Spark is not asked
             result.rows = 0
@@ -141,6 +143,21 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
         result.message = _spark_message(exc)
     result.seconds = time.monotonic() - started
     return result
+
+
+def watch_spec(plan: MvPlan, definition: str) -> watch.Spec:
+    """An MV waits on its inputs' tables (a table model's two slots, or its Delta table when the
+    plan says it is stored as Delta) and on upstream MVs' topics."""
+    tables: list[str] = []
+    topics: list[str] = []
+    for info in plan.inputs.values():
+        if info.mode == "mv":
+            topics.append(info.id)
+        elif info.mode == "table" and info.table_format != DELTA:
+            tables += [slot_table(info.relation, slot) for slot in SLOTS]
+        else:
+            tables += [info.relation, *([info.feed] if info.feed else [])]
+    return watch.Spec(plan.topic(), definition, tuple(sorted(set(tables))), tuple(sorted(topics)))
 
 
 def describe(outcome: Outcome) -> str:
@@ -204,13 +221,8 @@ def refresh_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", stor
     definition or past the fan-out guard; otherwise a key-driven batch. ``phase`` is called at
     every point of ``compiler.phases.MV_PHASES`` the batch passes (tests crash it there)."""
     plan = mv_plan(model, manifest)
-    run = _Refresh(spark, plan, _derived(manifest, model), store, holder or default_holder(), now, phase, echo, model.kind)
+    run = _Refresh(spark, plan, derived(manifest, model), store, holder or default_holder(), now, phase, echo, model.kind)
     return run.execute(full_refresh)
-
-
-def _derived(manifest: "Manifest", model: "Model") -> Derived:
-    """The MV's derived SQL, once per compiled manifest (the file check and the refresh both need it)."""
-    return manifest.derived("mv_derived", model, lambda: derive(mv_plan(model, manifest)))
 
 
 class _Refresh:
@@ -222,7 +234,7 @@ class _Refresh:
         self.views: list[str] = []
         self.frames: list["DataFrame"] = []
         self.probe = Probe()
-        self.modes: dict[str, ChangeMode] = {}  # per input, how its changes are seen (compiler.change_modes)
+        self.modes: dict[str, ChangeMode] = {}  # per input, how its changes are seen (compiler.kinds.mv.change_modes)
         self.redo = False  # the batch is a redo of one that crashed before its commit
         self.snapshot_fingerprints: dict[str, str] | None = None  # read with the change counts
         self.ranges: dict[str, tuple[Any, Any]] = {}  # (last, next) per input of the batch
@@ -291,7 +303,7 @@ class _Refresh:
     # -- the no-op fast path and the current positions -----------------------------------
     def _probe(self, since_last: bool) -> Probe:
         """What the inputs hold now, in one Spark query for all the modes that ask one (newest
-        positions, fingerprints; see ``compiler.change_modes``). With ``since_last`` a mode may
+        positions, fingerprints; see ``compiler.kinds.mv.change_modes``). With ``since_last`` a mode may
         look only past the committed ``last``; a rebuild asks for the true newest."""
         self.probe, frames = Probe(), []
         for n, (input_id, mode) in enumerate(self.modes.items()):
@@ -546,7 +558,7 @@ class _Refresh:
         self.phase("mv:snapshots-dropped")
 
     # -- Spark helpers -------------------------------------------------------------------
-    # what a storage (compiler.mv_storage) uses
+    # what a storage (compiler.kinds.mv.storage) uses
     @property
     def definition(self) -> str:
         return definition_hash(self.derived)

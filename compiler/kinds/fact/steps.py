@@ -26,15 +26,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Callable
 
-from . import watch
-from .compile import Manifest, Model
-from .errors import MvflowError, Problem, RunError
-from .phases import PhaseHook, no_phase
-from .fact import STEP_COLUMN, FactPlan, fact, stats_query, step_id
-from .run import Result, _spark_message
-from .state import Lease, Offset, StateStore, StepLogRow, default_holder
-from .status import duration as _duration
-from .table_format import DELTA, table_provider
+from ... import watch
+from ...compile import Manifest, Model
+from ...errors import MvflowError, Problem, RunError
+from ...phases import PhaseHook, no_phase
+from ...run import Result, _spark_message
+from ...state import Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
+from ...status import duration as _duration
+from ...table_format import DELTA, table_provider
+from .plan import STEP_COLUMN, FactPlan, fact, stats_query, step_id
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -111,13 +111,23 @@ def waiting_reason(gate_: Gate, first_pending: datetime | None, delay_seconds: i
     return f"waiting for {gate_.limit}, {behind} behind (caught up to {gate_.upto:%Y-%m-%d %H:%M:%S})"
 
 
-def fact_runner(store: StateStore, options: StepOptions, echo: Callable[[str], None] = print):
-    """A ``run_models`` runner for the ``fact`` kind."""
+def fact_runner(store: StateStore | None, options: StepOptions, echo: Callable[[str], None] = print):
+    """A ``run_models`` runner for the ``fact`` kind (``store`` None: the target's state store)."""
 
     def runner(spark: "SparkSession", manifest: Manifest, model: Model) -> Result:
-        return run_fact(spark, manifest, model, store, options, echo)
+        chosen = store or open_state_store(manifest.project.target(manifest.target).state)
+        return run_fact(spark, manifest, model, chosen, options, echo)
 
     return runner
+
+
+def watch_spec(plan: FactPlan) -> watch.Spec:
+    """A fact waits on its main source, the sources it depends on, and upstream facts' and MVs' topics."""
+    return watch.Spec(
+        plan.topic, watch.sql_hash(repr(plan)),
+        tables=tuple(sorted({plan.source, *(d.name for d in plan.depends_on if d.kind == "source")})),
+        topics=tuple(sorted(d.name for d in plan.depends_on if d.kind == "fact")),
+        prefixes=tuple(sorted(f"{d.name}:" for d in plan.depends_on if d.kind == "mv")))
 
 
 def run_fact(spark: "SparkSession", manifest: Manifest, model: Model, store: StateStore,
@@ -127,7 +137,7 @@ def run_fact(spark: "SparkSession", manifest: Manifest, model: Model, store: Sta
     result = Result(model.name, "fact", "success", rows=0, started_at=options.clock().isoformat(timespec="seconds"))
     try:
         plan = fact(manifest, model)
-        spec = watch.fact_spec(plan)
+        spec = watch_spec(plan)
         seen = watch.is_idle(store, spec, options.clock()) if options.file_check and not options.full_refresh else None
         if seen is not None:
             result.message = _idle_message(store.get(plan.topic).state, seen, options.clock(), plan.delay_seconds)

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Iterable
 
 from sqlglot import exp
 
-from .errors import CompileError, Problem
-from .parse import pretty, table_name
+from ...errors import CompileError, Problem
+from ...parse import pretty, table_name
 
 if TYPE_CHECKING:
-    from .compile import Manifest, Model
+    from ...compile import Manifest, Model
 
 HIDDEN_PREFIX = "_mvflow_"
 SLOTS = ("a", "b")  # blue/green: a build or compaction fills the slot the view does not read
@@ -63,7 +63,7 @@ class InputInfo:
 
     id: str  # source id (db.name) or model name
     relation: str  # the name in the SQL
-    mode: str  # position | changes | cdf | dictionary | table | mv (compiler.change_modes runs each)
+    mode: str  # position | changes | cdf | dictionary | table | mv (compiler.kinds.mv.change_modes runs each)
     key: tuple[str, ...]
     used_columns: tuple[str, ...]  # key first, then the columns the MV reads, sorted
     position: tuple[str, ...] = ()  # position columns (position / changes modes)
@@ -168,7 +168,7 @@ class MvPlan:
 def mv_plan(model: "Model", manifest: "Manifest") -> MvPlan:
     """Validate an ``mv`` model and derive its plan; every problem of the failing phase is raised.
 
-    >>> from compiler.mv import plan_from_sql
+    >>> from compiler.kinds.mv.plan import plan_from_sql
     >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
     ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))})
     >>> plan.key, plan.hidden
@@ -183,7 +183,7 @@ def plan_from_sql(sql: str, inputs: dict[str, tuple[str, tuple[str, ...]]], uniq
                   name: str = "mv", columns: dict[str, tuple[str, ...]] | None = None,
                   table_format: str = "parquet") -> MvPlan:
     """A plan from bare SQL and ``{table: (mode, key)}`` (tests, docs examples)."""
-    from .parse import parse_select
+    from ...parse import parse_select
 
     catalog = {t: _Input(t, t, None if mode in ("view", "fact") else mode, tuple(key), (columns or {}).get(t),
                          position=("v",) if mode in ("position", "changes") else (BATCH,) if mode == "mv" else (),
@@ -890,7 +890,7 @@ def affected_keys_query(plan: MvPlan) -> exp.Query:
 
 def chunk_query(plan: MvPlan, part: Part) -> exp.Select:
     """The affected main keys of ``part`` whose MV key falls in chunk ``:chunk`` of ``:chunks``
-    (a chunked refresh, ``compiler.strategy``): the MV keys split by a hash of their values.
+    (a chunked refresh, ``compiler.kinds.mv.strategy``): the MV keys split by a hash of their values.
 
     >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
     ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))})
@@ -1111,6 +1111,12 @@ class Derived:
         return self.queries[name]
 
 
+def derived(manifest: "Manifest", model: "Model") -> Derived:
+    """The MV's derived SQL, once per compiled manifest (its run files, manifest.json, the file
+    check and the refresh all read it)."""
+    return manifest.derived("mv_derived", model, lambda: derive(mv_plan(model, manifest)))
+
+
 def derive(plan: MvPlan) -> Derived:
     """All derived SQL of an MV, deterministic and pretty (Spark dialect)."""
     q: dict[str, str] = {}
@@ -1146,7 +1152,7 @@ def derive(plan: MvPlan) -> Derived:
 
 def _derive_delta(plan: MvPlan, q: dict[str, str]) -> None:
     """A Delta MV: one table under the model's name, replaced by a build, merged into by a batch."""
-    from .table_format import DELTA_PROPERTIES, using
+    from ...table_format import DELTA_PROPERTIES, using
 
     q["build"] = f"CREATE OR REPLACE TABLE {plan.relation}\n{using('delta', DELTA_PROPERTIES)}\nAS\n{q['full']}"
     q["merge"] = merge_statement(plan)
@@ -1213,7 +1219,7 @@ def input_paths(plan: MvPlan) -> dict[str, dict]:
 
 def explain(plan: MvPlan, notes: Iterable[str] = ()) -> str:
     """A readable account of what mvflow derived for an MV (``mvflow explain``); ``notes`` are
-    lines said after the key (the refresh strategy and its estimates, ``compiler.strategy``)."""
+    lines said after the key (the refresh strategy and its estimates, ``compiler.kinds.mv.strategy``)."""
     lines = [f"mv {plan.name} ({plan.relation}) from {plan.path}",
              f"  unique key: {', '.join(plan.key)}",
              f"  hidden key columns: {', '.join(plan.hidden) or '(none)'}", *notes]

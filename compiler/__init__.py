@@ -1,0 +1,1 @@
+"""mvflow: a dbt-style compiler and runner for declarative SQL projects on Apache Spark."""

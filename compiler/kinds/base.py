@@ -1,0 +1,69 @@
+"""What every model kind is: its config as a frozen dataclass (``config(materialized=..., ...)``)
+and the hooks the rest of mvflow asks instead of comparing kind names.
+
+A kind answers, for one of its models:
+
+- ``runner(options)``: how ``mvflow run`` runs it (``compiler.run.run_models`` calls it);
+- ``run_files(manifest, model)``: what ``compile`` writes under ``target/run/`` (the text that runs);
+- ``expected(manifest, model, store)``: what ``mvflow verify`` compares its stored rows with;
+- ``derived_sql(manifest, model)``: the queries derived for it, shown in ``manifest.json`` and the docs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ..compile import Manifest, Model
+    from ..run import Result, RunOptions
+    from ..state import StateStore
+    from ..verify import Expected
+
+#: Config keys every kind accepts (besides its own fields).
+COMMON_KEYS = frozenset({"materialized", "schema", "database", "alias", "tags", "description", "enabled", "before", "after",
+                         "table_format"})
+
+ModelRunner = Callable[["SparkSession", "Manifest", "Model"], "Result"]
+
+
+class KindError(ValueError):
+    """An invalid kind or kind option; the caller adds file and line."""
+
+    def __init__(self, message: str, hint: str, code: str, key: str = "materialized"):
+        super().__init__(message)
+        self.hint = hint
+        self.code = code
+        self.key = key  # the config key at fault, so the caller can point at its line
+        self.errors: list[KindError] = [self]  # every problem of the config, this one first
+
+
+@dataclass(frozen=True)
+class ModelKind:
+    name: ClassVar[str]
+    #: fields whose change alters the data (a breaking change for incremental kinds)
+    breaking: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def is_incremental(self) -> bool:
+        return False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, **{f.name: getattr(self, f.name) for f in fields(self)}}
+
+    def runner(self, options: "RunOptions") -> ModelRunner:
+        raise NotImplementedError
+
+    def run_files(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
+        """Files under ``target/run/``: a key ``.sql`` is ``<model>.sql``, a key ``/x.sql`` is
+        ``<model>/x.sql`` (a folder the kind owns: files it no longer writes are removed)."""
+        return {}
+
+    def expected(self, manifest: "Manifest", model: "Model", store: "StateStore | None") -> "Expected | None":
+        """What the model's stored rows must equal (None: the kind has nothing to verify)."""
+        return None
+
+    def derived_sql(self, manifest: "Manifest", model: "Model") -> dict[str, str] | None:
+        return None

@@ -1,0 +1,67 @@
+"""The ``fact`` kind: an append-mostly table built in idempotent steps over ``(last, next]``
+positions of its main source (DESIGN.md §5).
+
+- ``plan``: compile time: the main source followed through views, the step and bounds queries
+  (written under ``target/run/<fact>/``), the dependencies gating each step;
+- ``steps``: the runner: gates, ranges, one step at a time, the offsets and the step log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from ..base import ModelKind, ModelRunner
+
+if TYPE_CHECKING:
+    from ...compile import Manifest, Model
+    from ...run import RunOptions
+    from ...state import StateStore
+    from ...verify import Expected
+
+
+@dataclass(frozen=True)
+class FactKind(ModelKind):
+    """An append-mostly table built in idempotent steps over ``(last, next]`` positions."""
+
+    name: ClassVar[str] = "fact"
+    breaking: ClassVar[tuple[str, ...]] = ("source", "partition_by")
+    source: str | None = None
+    maxstep: int = 1_000_000
+    delay_seconds: int = 0
+    depends_on: tuple[str, ...] = ()
+    partition_by: tuple[str, ...] = ()
+
+    @property
+    def is_incremental(self) -> bool:
+        return True
+
+    def runner(self, options: "RunOptions") -> ModelRunner:
+        from .steps import StepOptions, fact_runner
+
+        steps = StepOptions(max_steps=options.max_steps, full_refresh=options.full_refresh,
+                            file_check=options.file_check, phase=options.phase)
+        return fact_runner(options.store, steps, options.echo)
+
+    def run_files(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
+        from .plan import bounds_script, fact, step_script
+
+        plan = fact(manifest, model)
+        return {"/step.sql": step_script(plan), "/bounds.sql": bounds_script(plan)}
+
+    def expected(self, manifest: "Manifest", model: "Model", store: "StateStore | None") -> "Expected":
+        """The fact's SELECT over everything up to the committed position, keyed by its main
+        source's primary key (``verify`` tolerates different values: a fact keeps what its
+        joined inputs said when the step ran)."""
+        from ...verify import Expected
+        from .plan import fact
+        from .steps import bind_range
+
+        plan = fact(manifest, model)
+        key = manifest.sources[plan.source].primary_key
+        offset = store.get(plan.topic) if store else None
+        if offset is None or offset.last is None:
+            return Expected("", key, skipped="no committed step yet: run the model first")
+        if not set(key) <= set(model.columns or ()):
+            return Expected("", key, skipped=f"its output does not hold the key {', '.join(key)} of {plan.source}")
+        return Expected(plan.step, key, bind_range(plan, None, offset.last), tolerate_different=True)

@@ -1,0 +1,69 @@
+"""The ``mv`` kind: a wide table joined from a main source and its related tables, refreshed
+by key (DESIGN.md §4).
+
+- ``plan``: compile time: the MV's plan (inputs, key paths) and every query a batch runs
+  (``derive``), written under ``target/run/<mv>/``;
+- ``refresh``: the runner: one batch (probe, ranges, changed and affected keys, write, commit);
+- ``change_modes``: how each input's changes are seen (positions, feeds, the Change Data Feed,
+  snapshot or time-travel diffs, upstream MVs);
+- ``storage``: how the rows are stored, per table format (parquet slots + merge-on-read view, or
+  one Delta table with a ``MERGE`` per batch);
+- ``decisions`` and ``strategy``: the pure decisions (rebuild or not, up to date, ranges; the
+  cost model choosing incremental, chunked or full).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from ..base import ModelKind, ModelRunner
+
+if TYPE_CHECKING:
+    from ...compile import Manifest, Model
+    from ...run import RunOptions
+    from ...state import StateStore
+    from ...verify import Expected
+
+#: ``config(strategy=...)``: how each batch with changes is applied (``strategy``).
+MV_STRATEGIES = ("auto", "incremental", "chunked", "full")
+
+
+@dataclass(frozen=True)
+class MvKind(ModelKind):
+    """A wide table refreshed by key (``mv``)."""
+
+    name: ClassVar[str] = "mv"
+    breaking: ClassVar[tuple[str, ...]] = ("unique_key",)
+    unique_key: tuple[str, ...] = ()
+    fanout_threshold: float = 0.2
+    compact_threshold: float = 0.1
+    strategy: str = "auto"
+    min_interval_seconds: int = 0  # ``min_interval``: the shortest time between two batches
+    chunk_keys: int = 500_000  # affected keys per chunk of a chunked refresh
+
+    @property
+    def is_incremental(self) -> bool:
+        return True
+
+    def runner(self, options: "RunOptions") -> ModelRunner:
+        from .refresh import mv_runner
+
+        return mv_runner(options.store, options.full_refresh, options.echo, options.file_check, options.phase)
+
+    def run_files(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
+        header = f"-- mvflow: {model.name} (mv), derived from {model.path}\n"
+        return {f"/{name.replace(':', '__')}.sql": f"{header}{sql.rstrip()};\n"
+                for name, sql in self.derived_sql(manifest, model).items()}
+
+    def expected(self, manifest: "Manifest", model: "Model", store: "StateStore | None") -> "Expected":
+        from ...parse import pretty
+        from ...verify import Expected
+        from .plan import mv_plan
+
+        return Expected(pretty(model.ast), mv_plan(model, manifest).key)
+
+    def derived_sql(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
+        from .plan import derived
+
+        return derived(manifest, model).queries

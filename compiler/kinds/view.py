@@ -1,0 +1,33 @@
+"""The ``view`` kind: ``CREATE OR REPLACE VIEW`` over the model's SELECT."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from .base import ModelKind, ModelRunner
+from .statements import Statement, execute, script, timed, wrapped
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ..compile import Manifest, Model
+    from ..run import Result, RunOptions
+
+
+@dataclass(frozen=True)
+class ViewKind(ModelKind):
+    name: ClassVar[str] = "view"
+
+    def statements(self, model: "Model") -> list[Statement]:
+        return wrapped(model, [Statement("replace the view", f"CREATE OR REPLACE VIEW {model.relation} AS\n{model.select_sql}")])
+
+    def runner(self, options: "RunOptions") -> ModelRunner:
+        return run_view
+
+    def run_files(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
+        return {".sql": script(model, self.statements(model))}
+
+
+def run_view(spark: "SparkSession", manifest: "Manifest", model: "Model") -> "Result":
+    return timed(model, lambda result: execute(spark, model.kind.statements(model), {}))
