@@ -226,7 +226,7 @@ def test_source_shorthands(make_project):
         ("primary_key: [id]\n  dictionary: true\n  delay: soon",
          (6, "bad-value", "source d.t: invalid delay 'soon'")),
         ("primary_key: [id]\n  changes: {table: d.c}", (5, "missing-key", "source d.t changes has no 'position'")),
-        ("primary_key: [id]\n  changes: d.c", (5, "bad-value", "source d.t: changes must be a mapping with table and position")),
+        ("primary_key: [id]\n  changes: d.c", (5, "bad-value", "source d.t: changes must be 'cdf' or a mapping with table and position, found 'd.c'")),
         ("primary_key: [id]\n  dictionary: true\n  colour: red", (6, "unknown-key", "unknown key 'colour' in source")),
         ("primary_key: [id]\n  dictionary: true\n  columns: [a]",
          (6, "bad-value", "source d.t: each column needs a name, found 'a'")),
