@@ -42,10 +42,13 @@ def write_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -
             stem = model_stem(model, manifest)
             write(target / "compiled" / f"{stem}.sql", compiled_sql(model))
             files = model.kind.run_files(manifest, model)
-            for suffix, text in files.items():
-                write(target / "run" / f"{stem}{suffix}", text)
-            if _owns_folder(files):
+            if model.kind.run_folder:
+                for file_name, text in files.items():
+                    write(target / "run" / stem / file_name, text)
                 write.prune(target / "run" / stem)
+            else:
+                for text in files.values():
+                    write(target / "run" / f"{stem}.sql", text)
         lineage_json, entries, changes = later.result()
     if manifest.cache is not None and later.forked:
         manifest.cache.apply_changes(changes)
@@ -82,9 +85,10 @@ def _lineage_entry(traced: Lineage, manifest: Manifest, name: str) -> dict[str, 
     return {**entry, "mv_inputs": input_paths(mv_plan(model, manifest))}
 
 
-def _owns_folder(files: dict[str, str]) -> bool:
-    """Whether a kind's run files are a folder ``run/<model>/`` (see ``ModelKind.run_files``)."""
-    return any(suffix.startswith("/") for suffix in files)
+def run_path(model: Model, manifest: Manifest) -> str:
+    """Where under ``target/`` the model's run files are: ``run/<model>.sql`` or a folder ``run/<model>/``."""
+    stem = model_stem(model, manifest)
+    return f"run/{stem}/" if model.kind.run_folder else f"run/{stem}.sql"
 
 
 class _Writer:
@@ -209,7 +213,6 @@ def manifest_dict(manifest: Manifest, traced: Lineage | None = None, entries: di
 
 def _model_dict(model: Model, manifest: Manifest) -> dict[str, Any]:
     stem = model_stem(model, manifest)
-    files = model.kind.run_files(manifest, model)
     return {
         "name": model.name,
         "path": model.path,
@@ -225,7 +228,7 @@ def _model_dict(model: Model, manifest: Manifest) -> dict[str, Any]:
         "undeclared_tables": model.undeclared_tables,
         "checksum": model.checksum,
         "compiled_path": f"compiled/{stem}.sql",
-        "run_path": f"run/{stem}/" if _owns_folder(files) else f"run/{stem}.sql" if files else None,
+        "run_path": run_path(model, manifest),
         "derived": model.kind.derived_sql(manifest, model),
         "compiled_sql": model.select_sql,
     }

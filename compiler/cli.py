@@ -182,7 +182,7 @@ def verify(obj: _Context, select, exclude, target) -> None:
     from .verify import verify as check
 
     manifest = obj.manifest(target)
-    names = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name in ("mv", "fact")]
+    names = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.is_incremental]
     settings = manifest.project.target(target)
     store = open_state_store(settings.state)
     with target_lock(store, settings):

@@ -99,10 +99,9 @@ def problem(exc: BaseException, where: Running) -> Problem:
 
 def run_file(where: Running) -> str:
     """The ``target/run/`` file (view, table) or folder (mv, fact) holding what ran."""
-    from .artifacts import model_stem
+    from .artifacts import run_path
 
-    stem = f"{where.manifest.project.target_path}/run/{model_stem(where.model, where.manifest)}"
-    return f"{stem}.sql" if where.model.kind.name in ("view", "table") else f"{stem}/"
+    return f"{where.manifest.project.target_path}/{run_path(where.model, where.manifest)}"
 
 
 def _missing_table_hint(name: str, where: Running) -> str:

@@ -45,6 +45,8 @@ class ModelKind:
     name: ClassVar[str]
     #: fields whose change alters the data (a breaking change for incremental kinds)
     breaking: ClassVar[tuple[str, ...]] = ()
+    #: its run files are a folder ``target/run/<model>/`` (else one file ``target/run/<model>.sql``)
+    run_folder: ClassVar[bool] = False
 
     @property
     def is_incremental(self) -> bool:
@@ -57,8 +59,8 @@ class ModelKind:
         raise NotImplementedError
 
     def run_files(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
-        """Files under ``target/run/``: a key ``.sql`` is ``<model>.sql``, a key ``/x.sql`` is
-        ``<model>/x.sql`` (a folder the kind owns: files it no longer writes are removed)."""
+        """What ``compile`` writes under ``target/run/``, file name → text: with ``run_folder`` the
+        files of ``<model>/`` (files no longer written are removed), else the one ``<model>.sql``."""
         return {}
 
     def expected(self, manifest: "Manifest", model: "Model", store: "StateStore | None") -> "Expected | None":

@@ -58,7 +58,7 @@ class TableKind(ModelKind):
             slots = " or ".join(slot_table(model.relation, s) for s in SLOTS)
             notes = [f"table format parquet: {model.relation} is a view over the slot built last",
                      f":build_table = the slot {model.relation} does not read now ({slots})"]
-        return {".sql": script(model, self.statements(model), notes)}
+        return {f"{model.name}.sql": script(model, self.statements(model), notes)}
 
 
 def slot_table(relation: str, slot: str) -> str:

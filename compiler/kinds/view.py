@@ -26,7 +26,7 @@ class ViewKind(ModelKind):
         return run_view
 
     def run_files(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
-        return {".sql": script(model, self.statements(model))}
+        return {f"{model.name}.sql": script(model, self.statements(model))}
 
 
 def run_view(spark: "SparkSession", manifest: "Manifest", model: "Model") -> "Result":

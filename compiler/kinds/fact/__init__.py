@@ -26,6 +26,7 @@ class FactKind(ModelKind):
 
     name: ClassVar[str] = "fact"
     breaking: ClassVar[tuple[str, ...]] = ("source", "partition_by")
+    run_folder: ClassVar[bool] = True
     source: str | None = None
     maxstep: int = 1_000_000
     delay_seconds: int = 0
@@ -47,7 +48,7 @@ class FactKind(ModelKind):
         from .plan import bounds_script, fact, step_script
 
         plan = fact(manifest, model)
-        return {"/step.sql": step_script(plan), "/bounds.sql": bounds_script(plan)}
+        return {"step.sql": step_script(plan), "bounds.sql": bounds_script(plan)}
 
     def expected(self, manifest: "Manifest", model: "Model", store: "StateStore | None") -> "Expected":
         """The fact's SELECT over everything up to the committed position, keyed by its main

@@ -36,6 +36,7 @@ from ...compile import Manifest, Model
 from ...errors import CompileError, Problem
 from ...parse import pretty, table_name
 from ...table_format import DELTA, using
+from ..view import ViewKind
 
 STEP_COLUMN = "mvflow_step"  # no leading "_": the Hive metastore's partition filter parser rejects it
 _TIME_TYPES = ("timestamp", "date")
@@ -255,7 +256,7 @@ def _follow(manifest: Manifest, model: Model, relation: str, seen: tuple[str, ..
     if view is None or view.name in seen:
         _fail(model, f"the main table {relation} of a fact is not a declared source", "declare it in lineage/*.yml "
               "with its position columns and read it with source()", "fact-source", "source")
-    if view.kind.name != "view":
+    if not isinstance(view.kind, ViewKind):
         _fail(model, f"the main table of a fact is the {view.kind.name} model '{view.name}': only sources and views over them can be stepped",
               "read the source (or a view over it) in FROM, or set config(source=...)", "fact-source", "source")
     inner, inner_alias = _main_table(manifest, view)
@@ -432,7 +433,7 @@ def _resolve(manifest: Manifest, model: Model, name: str, via: str, seen: tuple[
     if other is None:
         _fail(model, f"depends_on names '{name}', which is neither a source nor a model",
               "list sources as database.table and models by name", "unknown-dependency", "depends_on")
-    if other.kind.name in ("fact", "mv"):
+    if other.kind.is_incremental:  # a fact or an mv: its own offsets say how fresh it is
         return [Dependency(name, other.kind.name, via)]
     if name in seen:
         return []

@@ -35,6 +35,7 @@ class MvKind(ModelKind):
 
     name: ClassVar[str] = "mv"
     breaking: ClassVar[tuple[str, ...]] = ("unique_key",)
+    run_folder: ClassVar[bool] = True
     unique_key: tuple[str, ...] = ()
     fanout_threshold: float = 0.2
     compact_threshold: float = 0.1
@@ -53,7 +54,7 @@ class MvKind(ModelKind):
 
     def run_files(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
         header = f"-- mvflow: {model.name} (mv), derived from {model.path}\n"
-        return {f"/{name.replace(':', '__')}.sql": f"{header}{sql.rstrip()};\n"
+        return {f"{name.replace(':', '__')}.sql": f"{header}{sql.rstrip()};\n"
                 for name, sql in self.derived_sql(manifest, model).items()}
 
     def expected(self, manifest: "Manifest", model: "Model", store: "StateStore | None") -> "Expected":

@@ -35,6 +35,7 @@ from sqlglot import exp
 
 from ...errors import CompileError, Problem
 from ...parse import pretty, table_name
+from . import MvKind
 
 if TYPE_CHECKING:
     from ...compile import Manifest, Model
@@ -1249,7 +1250,7 @@ def check_mvs(manifest: "Manifest") -> list[Problem]:
     problems: list[Problem] = []
     warnings: list[Problem] = []
     for model in manifest.models.values():
-        if model.kind.name != "mv" or model.ast is None:
+        if not isinstance(model.kind, MvKind) or model.ast is None:
             continue
         try:
             warnings += mv_plan(model, manifest).warnings
