@@ -9,10 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Mapping
 
-from .sources import parse_duration
+from .sources import IDENTIFIER, parse_duration
 
 #: ``config(strategy=...)`` of an ``mv``: how each batch with changes is applied (``compiler.strategy``).
 MV_STRATEGIES = ("auto", "incremental", "chunked", "full")
+
+#: Delta refuses more clustering columns (``DELTA_CLUSTER_BY_INVALID_NUM_COLUMNS``).
+MAX_CLUSTER_BY = 4
 
 #: Config keys every kind accepts (besides its own fields).
 COMMON_KEYS = frozenset({"materialized", "schema", "database", "alias", "tags", "description", "enabled", "before", "after",
@@ -59,6 +62,7 @@ class TableKind(_Kind):
     partition_by: tuple[str, ...] = ()
     #: the rows' unique key, so that mv models may join it (they diff it like a dictionary)
     unique_key: tuple[str, ...] = ()
+    cluster_by: tuple[str, ...] = ()  # Delta liquid clustering columns (``table_format.using``)
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,8 @@ class MvKind(_Kind):
     strategy: str = "auto"
     min_interval_seconds: int = 0  # ``min_interval``: the shortest time between two batches
     chunk_keys: int = 500_000  # affected keys per chunk of a chunked refresh
+    #: Delta liquid clustering columns; a change is applied by ``ALTER TABLE … CLUSTER BY`` (no rebuild)
+    cluster_by: tuple[str, ...] = ()
 
     @property
     def is_incremental(self) -> bool:
@@ -90,6 +96,7 @@ class FactKind(_Kind):
     delay_seconds: int = 0
     depends_on: tuple[str, ...] = ()
     partition_by: tuple[str, ...] = ()
+    cluster_by: tuple[str, ...] = ()  # Delta liquid clustering columns, set when the table is created
 
     @property
     def is_incremental(self) -> bool:
@@ -105,7 +112,7 @@ def create_kind(config: Mapping[str, Any]) -> Kind:
     a KindError whose ``errors`` are all the problems of the config.
 
     >>> create_kind({"materialized": "fact", "maxstep": 10, "delay": "5m"})
-    FactKind(source=None, maxstep=10, delay_seconds=300, depends_on=(), partition_by=())
+    FactKind(source=None, maxstep=10, delay_seconds=300, depends_on=(), partition_by=(), cluster_by=())
     >>> create_kind({"materialized": "mv", "strategy": "full", "min_interval": "10m"}).min_interval_seconds
     600
     >>> create_kind({"materialized": "cube"})
@@ -153,6 +160,8 @@ def _coerce(cls: type[_Kind], key: str, value: Any) -> Any:
         if seconds is None:
             raise KindError(f"invalid {alias} {value!r}", "write a duration like 30s, 10m, 2h or 1d", "bad-config", alias)
         return seconds
+    if key == "cluster_by":
+        return _cluster_by(value)
     if key == "strategy":
         if value not in MV_STRATEGIES:
             raise KindError(f"invalid strategy {value!r}", "valid strategies: " + ", ".join(MV_STRATEGIES), "bad-config", key)
@@ -171,6 +180,34 @@ def _coerce(cls: type[_Kind], key: str, value: Any) -> Any:
     if default is None and not isinstance(value, str):
         raise KindError(f"{key} must be a name, got {value!r}", f"e.g. {key}='name'", "bad-config", key)
     return value
+
+
+def _cluster_by(value: Any) -> tuple[str, ...]:
+    """``cluster_by``: a column name or a list of at most ``MAX_CLUSTER_BY`` distinct names.
+
+    >>> _cluster_by("shop_id"), _cluster_by(["a", "b"])
+    (('shop_id',), ('a', 'b'))
+    >>> _cluster_by(["a", "A"])
+    Traceback (most recent call last):
+    ...
+    compiler.kinds.KindError: cluster_by names column 'A' twice
+    """
+    names = (value,) if isinstance(value, str) else tuple(value) if isinstance(value, (list, tuple)) else None
+    if names is None or not all(isinstance(v, str) and v.strip() for v in names):
+        raise KindError(f"cluster_by must be a column name or a list of column names, got {value!r}",
+                        "e.g. cluster_by='shop_id' or cluster_by=['shop_id', 'category']", "cluster-by", "cluster_by")
+    seen: set[str] = set()
+    for name in names:
+        if not IDENTIFIER.fullmatch(name):
+            raise KindError(f"cluster_by column '{name}' is not a plain column name", "use letters, digits and _ only",
+                            "cluster-by", "cluster_by")
+        if name.lower() in seen:
+            raise KindError(f"cluster_by names column '{name}' twice", "list each column once", "cluster-by", "cluster_by")
+        seen.add(name.lower())
+    if len(names) > MAX_CLUSTER_BY:
+        raise KindError(f"cluster_by lists {len(names)} columns; Delta clusters by at most {MAX_CLUSTER_BY}",
+                        "keep the columns readers filter by most", "cluster-by", "cluster_by")
+    return names
 
 
 def _number(kind: type, value: Any) -> int | float | None:

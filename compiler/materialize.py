@@ -61,7 +61,8 @@ def statements(model: Model) -> list[Statement] | None:
             Statement("switching from the parquet layout: drop the view over its slots", f"DROP VIEW IF EXISTS {model.relation}",
                       layout=VIEW),
             Statement("build the new version and replace the table in one Delta commit (readers see the old rows or the new)",
-                      f"CREATE OR REPLACE TABLE {model.relation}\n{using(DELTA)}{_partitioned(model)}\nAS\n{select}"),
+                      f"CREATE OR REPLACE TABLE {model.relation}\n{using(DELTA, cluster_by=model.kind.cluster_by)}"
+                      f"{_partitioned(model)}\nAS\n{select}"),
             *(Statement(f"switching from the parquet layout: drop its slot {slot}",
                         f"DROP TABLE IF EXISTS {slot_table(model.relation, slot)}", layout=VIEW) for slot in SLOTS),
         ]
