@@ -412,7 +412,7 @@ class _DeltaWrite:
         model = self.model
         body = exp.select(exp.Star()).from_(model.ast.copy().subquery("q")).where(exp.false())
         partition = f"\nPARTITIONED BY ({', '.join(model.kind.partition_by)})" if model.kind.partition_by else ""
-        return f"CREATE OR REPLACE TABLE {model.relation}\n{using(DELTA, cluster_by=model.kind.cluster_by)}{partition}\nAS\n{pretty(body)}"
+        return f"CREATE OR REPLACE TABLE {model.relation}\n{using(DELTA)}{partition}\nAS\n{pretty(body)}"
 
 
 # -- dependencies ----------------------------------------------------------------------------

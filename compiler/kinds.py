@@ -96,7 +96,6 @@ class FactKind(_Kind):
     delay_seconds: int = 0
     depends_on: tuple[str, ...] = ()
     partition_by: tuple[str, ...] = ()
-    cluster_by: tuple[str, ...] = ()  # Delta liquid clustering columns, set when the table is created
 
     @property
     def is_incremental(self) -> bool:
@@ -112,7 +111,7 @@ def create_kind(config: Mapping[str, Any]) -> Kind:
     a KindError whose ``errors`` are all the problems of the config.
 
     >>> create_kind({"materialized": "fact", "maxstep": 10, "delay": "5m"})
-    FactKind(source=None, maxstep=10, delay_seconds=300, depends_on=(), partition_by=(), cluster_by=())
+    FactKind(source=None, maxstep=10, delay_seconds=300, depends_on=(), partition_by=())
     >>> create_kind({"materialized": "mv", "strategy": "full", "min_interval": "10m"}).min_interval_seconds
     600
     >>> create_kind({"materialized": "cube"})

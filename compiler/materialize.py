@@ -63,6 +63,8 @@ def statements(model: Model) -> list[Statement] | None:
             Statement("build the new version and replace the table in one Delta commit (readers see the old rows or the new)",
                       f"CREATE OR REPLACE TABLE {model.relation}\n{using(DELTA, cluster_by=model.kind.cluster_by)}"
                       f"{_partitioned(model)}\nAS\n{select}"),
+            *([Statement("cluster the new version's files by cluster_by (CREATE … CLUSTER BY writes them unclustered)",
+                         f"OPTIMIZE {model.relation}")] if model.kind.cluster_by else []),
             *(Statement(f"switching from the parquet layout: drop its slot {slot}",
                         f"DROP TABLE IF EXISTS {slot_table(model.relation, slot)}", layout=VIEW) for slot in SLOTS),
         ]

@@ -1151,7 +1151,7 @@ def _derive_delta(plan: MvPlan, q: dict[str, str]) -> None:
     from .table_format import DELTA_PROPERTIES, cluster_clause, using
 
     q["build"] = f"CREATE OR REPLACE TABLE {plan.relation}\n{using('delta', DELTA_PROPERTIES, plan.cluster_by)}\nAS\n{q['full']}"
-    # a changed cluster_by: a metadata-only commit (rows stay; OPTIMIZE clusters what it rewrites)
+    # a changed cluster_by: a metadata-only commit, then "optimize" clusters the files (rows stay)
     q["cluster_by"] = f"ALTER TABLE {plan.relation} {cluster_clause(plan.cluster_by)}"
     q["merge"] = merge_statement(plan)
     # Delta's parser takes a literal only here: the runner binds the (integer) version into the text.

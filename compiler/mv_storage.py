@@ -242,12 +242,17 @@ class DeltaStorage:
             self.run.spark.sql(text.replace(":version", str(int(state.version))))  # a literal only: see derive
 
     def align(self, state: MvState) -> None:
-        """A changed ``cluster_by``: ``ALTER TABLE … CLUSTER BY`` (a metadata-only Delta commit; the rows
-        stay, so nothing is recomputed or republished), its version saved with the new columns. A
-        crash before the save leaves the table altered and the state behind: the next run alters again."""
+        """A changed ``cluster_by``: ``ALTER TABLE … CLUSTER BY`` (a metadata-only Delta commit) and an
+        ``OPTIMIZE`` that clusters the files by the new columns; the rows stay, so nothing is
+        recomputed or republished (a rebuild would republish every key downstream). The new version is
+        saved with the new columns; a crash before the save leaves the state behind: the next run
+        does it again."""
         if list(self.run.plan.cluster_by) == state.cluster_by:
             return
         self.run.sql("cluster_by")
+        if self.run.plan.cluster_by:  # OPTIMIZE reclusters the files of the old layout too (measured)
+            self.run.sql("optimize")
+            state.delta_rows = 0  # compacted as well
         state.cluster_by, state.version = list(self.run.plan.cluster_by), delta_version(self.run.spark, self.relation)
         self.run.save_state(state)
         self.run.echo(f"{self.run.plan.name}: clustering set to {', '.join(state.cluster_by) or 'none'}")
@@ -262,6 +267,8 @@ class DeltaStorage:
         if _is_view(run.spark, self.relation):  # the parquet format's view, when switching
             run.sql("drop_view")
         run.sql("build")
+        if run.plan.cluster_by:  # CREATE … CLUSTER BY does not cluster what it writes; OPTIMIZE does
+            run.sql("optimize")
         run.phase("mv:build-replaced")
         for name in [n for n in run.derived.queries if n.startswith("drop:")]:  # the parquet format's tables
             run.sql(name)

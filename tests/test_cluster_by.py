@@ -1,8 +1,8 @@
-"""``cluster_by`` (Delta liquid clustering) on ``mv``, ``table`` and ``fact`` models: the clause in
-the compiled SQL under target/run/, compile errors (tests/broken/cluster_by_*), and on Spark a
-clustered Delta MV that refreshes by key, then changes its clustering without a rebuild (an
-``ALTER TABLE … CLUSTER BY``, also through a crash and its redo). Oracle: after every batch the
-MV equals a full recomputation of its SELECT.
+"""``cluster_by`` (Delta liquid clustering) on ``mv`` and ``table`` models: the clause in the
+compiled SQL under target/run/, compile errors (also tests/broken/cluster_by_*), and on Spark a
+clustered Delta MV that refreshes by key, then changes its clustering without a rebuild (``ALTER
+TABLE … CLUSTER BY`` + ``OPTIMIZE``, also through a crash and its redo), and a clustered table.
+Oracle: after every batch the MV equals a full recomputation of its SELECT.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from compiler.mv_storage import MvState
 from compiler.phases import Crash, crash_at
 from compiler.project import load_project
 from compiler.refresh import run_mv
+from compiler.run import run_statements
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
-from mv_world import WIDE, World, seed  # noqa: E402
+from mv_world import World, seed  # noqa: E402
 
 PROJECT = {
     "lineage/s.yml": """
@@ -38,7 +39,7 @@ PROJECT = {
         SELECT o.shop_id, COUNT(*) AS n FROM {{ source('stage', 'offers') }} AS o GROUP BY o.shop_id
         """,
     "models/events.sql": """
-        {{ config(materialized='fact', table_format='delta', cluster_by='shop_id') }}
+        {{ config(materialized='fact', table_format='delta') }}
         SELECT o.id, o.ts, o.shop_id FROM {{ source('stage', 'offers') }} AS o
         """,
 }
@@ -53,12 +54,20 @@ def test_the_clause_is_in_the_compiled_sql(make_project):
     assert "CREATE OR REPLACE TABLE default.wide\nUSING delta\nCLUSTER BY (shop_id)\nTBLPROPERTIES" in build
     assert "ALTER TABLE default.wide CLUSTER BY (shop_id);" in (run / "wide" / "cluster_by.sql").read_text()
     assert "OPTIMIZE default.wide;" in (run / "wide" / "optimize.sql").read_text()  # clusters: no ZORDER
-    assert "USING delta\nCLUSTER BY (shop_id, n)\nAS" in (run / "stats.sql").read_text()
-    assert any("USING delta\nCLUSTER BY (shop_id)\nAS" in p.read_text() for p in (run / "events").glob("*.sql"))
+    stats = (run / "stats.sql").read_text()
+    assert "USING delta\nCLUSTER BY (shop_id, n)\nAS" in stats and "OPTIMIZE default.stats;" in stats
+
+
+def test_a_fact_takes_no_cluster_by(make_project):
+    # a fact's steps write new files and nothing compacts them: clustering would never happen
+    fact = PROJECT["models/events.sql"].replace("table_format='delta'", "table_format='delta', cluster_by='shop_id'")
+    with pytest.raises(CompileError) as info:
+        compile_project(load_project(make_project({**PROJECT, "models/events.sql": fact})))
+    assert [p.code for p in info.value.problems] == ["unknown-config"]
 
 
 def test_no_cluster_by_is_no_clustering(make_project):
-    files = {name: text.replace(", cluster_by='shop_id'", "") for name, text in PROJECT.items()}
+    files = {**PROJECT, "models/wide.sql": PROJECT["models/wide.sql"].replace(", cluster_by='shop_id'", "")}
     manifest = compile_project(load_project(make_project(files)))
     assert create_kind({"materialized": "mv"}).cluster_by == ()
     from compiler.refresh import _derived
@@ -86,6 +95,21 @@ def test_parquet_and_unknown_columns_fail_at_their_line(make_project):
     assert [(p.path, p.line, p.code) for p in info.value.problems] == [("models/wide.sql", 1, "cluster-by")]
 
 
+# three inputs (a position source, a dictionary): the runs stay short
+SMALL = """
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, cluster_by='shop') }}}}
+SELECT o.id, o.title, s.name AS shop, c.name AS category
+FROM {{{{ source('{db}', 'offers') }}}} AS o
+JOIN {{{{ source('{db}', 'shops') }}}} AS s ON s.id = o.shop_id AND s.deleted = FALSE
+LEFT JOIN {{{{ source('{db}', 'categories') }}}} AS c ON c.id = o.cat_id
+WHERE o.deleted = FALSE AND o.status = 'active'
+"""
+STATS = """
+{{{{ config(materialized='table', schema='{db}', table_format='delta', cluster_by='shop_id') }}}}
+SELECT o.shop_id, COUNT(*) AS n FROM {{{{ source('{db}', 'offers') }}}} AS o GROUP BY o.shop_id
+"""
+
+
 def _clustering(spark, relation: str) -> list[str]:
     return list(spark.sql(f"DESCRIBE DETAIL {relation}").first()["clusteringColumns"])
 
@@ -95,18 +119,12 @@ def _operations(spark, relation: str) -> list[str]:
 
 
 def test_a_clustered_delta_mv_refreshes_and_changes_its_clustering_without_a_rebuild(spark, tmp_path):
-    wide = WIDE.replace("strategy='incremental'", "strategy='incremental', cluster_by='shop'")
-    world = World(spark, tmp_path, models={"wide": wide}, table_format="delta")
+    wide = SMALL
+    world = World(spark, tmp_path, models={"wide": wide, "stats": STATS}, table_format="delta")
     relation = world.manifest.models["wide"].relation
     seed(world)
     assert world.refresh().mode == "build"
     assert _clustering(spark, relation) == ["shop"]
-
-    world.put("offers", id=7, shop_id=100, cat_id=7, title="new", status="active", note="n")
-    world.put("shops", id=200, name="Beta2", wh_id=10, rating=4)
-    outcome = world.refresh()
-    assert outcome.mode == "refresh" and outcome.affected >= 3, outcome
-    world.check()
 
     def recompile(config: str) -> None:
         text = wide.replace(", cluster_by='shop'", config).format(db=world.db)
@@ -117,23 +135,29 @@ def test_a_clustered_delta_mv_refreshes_and_changes_its_clustering_without_a_reb
     def state() -> MvState:
         return MvState.parse(world.store.get("wide").state)
 
-    # nothing changed in the inputs: the file check must not skip the new clustering
-    recompile(", cluster_by=['region', 'category']")
-    result = run_mv(spark, world.manifest, world.manifest.models["wide"], world.store)
-    assert result.status == "success" and "up to date" in result.message, result.message
-    assert _clustering(spark, relation) == ["region", "category"] and state().cluster_by == ["region", "category"]
-    assert _operations(spark, relation)[-1] == "CLUSTER BY"
-
-    # removed, with changes, crashing after the ALTER and the MERGE: the redo restores the ALTER's version
-    recompile("")
+    # new columns and changes; the batch crashes after its ALTER and its MERGE: the redo restores
+    # the ALTER's version (saved in the state) and merges again
+    recompile(", cluster_by=['category', 'shop']")
+    world.put("offers", id=7, shop_id=100, cat_id=7, title="new", status="active", note="n")
+    world.put("shops", id=200, name="Beta2", wh_id=10, rating=4)
     world.put("categories", id=8, name="Games2", note="y")
-    world.put("offers", id=2, shop_id=200, cat_id=7, title="moved", status="active", note="n")
     with pytest.raises(Crash):
         world.refresh(phase=crash_at("mv:merged"))
-    redo = world.refresh()
-    assert redo.redo and redo.mode == "refresh" and redo.covered, redo
+    redo = run_mv(spark, world.manifest, world.manifest.models["wide"], world.store)  # records the file check
+    assert redo.status == "success" and "redo of the crashed batch" in redo.message, redo.message
     world.check()
+    assert _clustering(spark, relation) == ["category", "shop"] and state().cluster_by == ["category", "shop"]
+
+    # removed while no input moved: the file check must not skip it
+    recompile("")
+    result = run_mv(spark, world.manifest, world.manifest.models["wide"], world.store)
+    assert result.status == "success" and "up to date" in result.message, result.message
     assert _clustering(spark, relation) == [] and state().cluster_by == []
     operations = _operations(spark, relation)
     assert operations.count("CREATE OR REPLACE TABLE AS SELECT") == 1, operations  # the first build only
-    assert "RESTORE" in operations
+    assert "RESTORE" in operations and operations[-1] == "CLUSTER BY", operations
+
+    table = world.manifest.models["stats"]
+    assert run_statements(spark, world.manifest, table).status == "success"
+    assert _clustering(spark, table.relation) == ["shop_id"]
+    assert _operations(spark, table.relation)[-1] == "OPTIMIZE"
