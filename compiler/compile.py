@@ -27,6 +27,7 @@ from .parse import column_line, output_columns, parse_select, plain_columns, pre
 from .project import PROJECT_FILE, TABLE_FORMATS, Project, Target
 from .render import Call, Renderer
 from .sources import IDENTIFIER, Source, load_sources
+from .table_format import cluster_by_problems
 from .yamlfile import LineDict, check_keys, load_yaml
 
 _DOC_MODEL_KEYS = {"name", "description", "tags", "config", "columns"}
@@ -337,6 +338,7 @@ def _model(project: Project, display: str, name: str, first, doc: LineDict | Non
         path, line = origin["enabled"]
         problems.add(Problem(f"enabled must be true or false, got {config['enabled']!r}", path, line,
                              hint="write enabled=false (no quotes)", code="bad-config"))
+    kind: Kind | None = None
     try:
         kind = create_kind(config)
     except KindError as exc:
@@ -349,6 +351,11 @@ def _model(project: Project, display: str, name: str, first, doc: LineDict | Non
         path, line = origin.get("table_format", (display, 1))
         problems.add(Problem(f"table_format '{config['table_format']}' is not a table format", path, line,
                              hint="write table_format='delta' or table_format='parquet'", code="bad-config"))
+    elif kind is not None:
+        for message, hint in cluster_by_problems(getattr(kind, "cluster_by", ()), table_format,
+                                                 getattr(kind, "partition_by", ())):
+            path, line = origin.get("cluster_by", (display, 1))
+            problems.add(Problem(f"model '{name}': {message}", path, line, hint=hint, code="cluster-by"))
     for key, value in (("schema", schema), ("alias", config.get("alias") or name)):
         if not IDENTIFIER.fullmatch(str(value)):
             path, line = origin.get(key, origin.get("database", (display, 1)))
@@ -543,6 +550,7 @@ def _infer_columns(manifest: Manifest) -> None:
                 problems.add(Problem(f"two output columns are named '{column}'", model.path, column_line(model.ast, column),
                                      hint="give one of them another alias (AS ...)", code="duplicate-column"))
             _check_column_docs(model, problems)
+            _check_cluster_by(model, problems)
     problems.raise_if_any()
 
 
@@ -553,6 +561,16 @@ def _check_column_docs(model: Model, problems: ProblemList) -> None:
         if column.lower() not in outputs:
             problems.add(Problem(f"model '{model.name}' docs describe column '{column}', which the model does not output",
                                  path, line, code="unknown-column",
+                                 hint=did_you_mean(column, model.columns) or "its columns: " + ", ".join(model.columns)))
+
+
+def _check_cluster_by(model: Model, problems: ProblemList) -> None:
+    """``cluster_by`` names columns of the model's output (Delta would refuse the CREATE at run time)."""
+    outputs = {c.lower() for c in model.columns or ()}
+    for column in getattr(model.kind, "cluster_by", ()):
+        if column.lower() not in outputs:
+            problems.add(Problem(f"model '{model.name}': cluster_by names column '{column}', which the model does not output",
+                                 model.path, model.config_lines.get("cluster_by", 1), code="cluster-by",
                                  hint=did_you_mean(column, model.columns) or "its columns: " + ", ".join(model.columns)))
 
 

@@ -21,20 +21,50 @@ VIEW = "view"  # what table_provider says of a view
 DELTA_PROPERTIES = {"delta.enableDeletionVectors": "true"}
 
 
-def using(table_format: str, properties: dict[str, str] | None = None) -> str:
-    """The ``USING`` clause (and table properties) of a ``CREATE TABLE`` in this format.
+def using(table_format: str, properties: dict[str, str] | None = None, cluster_by: tuple[str, ...] = ()) -> str:
+    """The ``USING`` clause (clustering, table properties) of a ``CREATE TABLE`` in this format.
 
-    >>> print(using("delta", DELTA_PROPERTIES))
+    >>> print(using("delta", DELTA_PROPERTIES, cluster_by=("shop_id",)))
     USING delta
+    CLUSTER BY (shop_id)
     TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')
     >>> using("parquet")
     'USING parquet'
     """
     clause = f"USING {table_format}"
+    if cluster_by:
+        clause += f"\n{cluster_clause(cluster_by)}"
     if properties:
         pairs = ", ".join(f"'{k}' = '{v}'" for k, v in sorted(properties.items()))
         clause += f"\nTBLPROPERTIES ({pairs})"
     return clause
+
+
+def cluster_clause(cluster_by: tuple[str, ...]) -> str:
+    """Delta liquid clustering (``CLUSTER BY``; ``NONE`` removes it): each ``OPTIMIZE`` clusters the
+    files not clustered yet, and readers' filters on these columns skip files by their statistics.
+
+    >>> cluster_clause(("shop_id", "category")), cluster_clause(())
+    ('CLUSTER BY (shop_id, category)', 'CLUSTER BY NONE')
+    """
+    return f"CLUSTER BY ({', '.join(cluster_by)})" if cluster_by else "CLUSTER BY NONE"
+
+
+def cluster_by_problems(cluster_by: tuple[str, ...], table_format: str, partition_by: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """What is wrong with a model's ``cluster_by`` beside its format and partitioning, as (message, hint).
+
+    >>> cluster_by_problems(("a",), "delta"), len(cluster_by_problems(("a",), "parquet", ("p",)))
+    ([], 1)
+    """
+    if not cluster_by:
+        return []
+    if table_format != DELTA:
+        return [("cluster_by is a Delta Lake option (liquid clustering); this model's table_format is "
+                 f"'{table_format}'", "set config(table_format='delta') (a format switch rebuilds the model), or remove cluster_by")]
+    if partition_by:
+        return [("Delta refuses a table both partitioned and clustered (partition_by and cluster_by)",
+                 "keep one: cluster_by for columns readers filter by, partition_by for a few large partitions")]
+    return []
 
 
 def describe_table(spark: "SparkSession", relation: str) -> dict[str, str] | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any, Mapping
 
-from ..sources import parse_duration
+from ..sources import IDENTIFIER, parse_duration
 from .base import COMMON_KEYS, KindError, ModelKind
 from .fact import FactKind
 from .mv import MV_STRATEGIES, MvKind
@@ -27,6 +27,9 @@ from .view import ViewKind
 
 __all__ = ["COMMON_KEYS", "KINDS", "FactKind", "Kind", "KindError", "ModelKind", "MvKind", "TableKind", "ViewKind",
            "create_kind"]
+
+#: Delta refuses more clustering columns (``DELTA_CLUSTER_BY_INVALID_NUM_COLUMNS``).
+MAX_CLUSTER_BY = 4
 
 KINDS: dict[str, type[ModelKind]] = {k.name: k for k in (ViewKind, TableKind, MvKind, FactKind)}
 Kind = ViewKind | TableKind | MvKind | FactKind
@@ -85,6 +88,8 @@ def _coerce(cls: type[ModelKind], key: str, value: Any) -> Any:
         if seconds is None:
             raise KindError(f"invalid {alias} {value!r}", "write a duration like 30s, 10m, 2h or 1d", "bad-config", alias)
         return seconds
+    if key == "cluster_by":
+        return _cluster_by(value)
     if key == "strategy":
         if value not in MV_STRATEGIES:
             raise KindError(f"invalid strategy {value!r}", "valid strategies: " + ", ".join(MV_STRATEGIES), "bad-config", key)
@@ -103,6 +108,34 @@ def _coerce(cls: type[ModelKind], key: str, value: Any) -> Any:
     if default is None and not isinstance(value, str):
         raise KindError(f"{key} must be a name, got {value!r}", f"e.g. {key}='name'", "bad-config", key)
     return value
+
+
+def _cluster_by(value: Any) -> tuple[str, ...]:
+    """``cluster_by``: a column name or a list of at most ``MAX_CLUSTER_BY`` distinct names.
+
+    >>> _cluster_by("shop_id"), _cluster_by(["a", "b"])
+    (('shop_id',), ('a', 'b'))
+    >>> _cluster_by(["a", "A"])
+    Traceback (most recent call last):
+    ...
+    compiler.kinds.base.KindError: cluster_by names column 'A' twice
+    """
+    names = (value,) if isinstance(value, str) else tuple(value) if isinstance(value, (list, tuple)) else None
+    if names is None or not all(isinstance(v, str) and v.strip() for v in names):
+        raise KindError(f"cluster_by must be a column name or a list of column names, got {value!r}",
+                        "e.g. cluster_by='shop_id' or cluster_by=['shop_id', 'category']", "cluster-by", "cluster_by")
+    seen: set[str] = set()
+    for name in names:
+        if not IDENTIFIER.fullmatch(name):
+            raise KindError(f"cluster_by column '{name}' is not a plain column name", "use letters, digits and _ only",
+                            "cluster-by", "cluster_by")
+        if name.lower() in seen:
+            raise KindError(f"cluster_by names column '{name}' twice", "list each column once", "cluster-by", "cluster_by")
+        seen.add(name.lower())
+    if len(names) > MAX_CLUSTER_BY:
+        raise KindError(f"cluster_by lists {len(names)} columns; Delta clusters by at most {MAX_CLUSTER_BY}",
+                        "keep the columns readers filter by most", "cluster-by", "cluster_by")
+    return names
 
 
 def _number(kind: type, value: Any) -> int | float | None:

@@ -44,6 +44,7 @@ class TableKind(ModelKind):
     partition_by: tuple[str, ...] = ()
     #: the rows' unique key, so that mv models may join it (they diff it like a dictionary)
     unique_key: tuple[str, ...] = ()
+    cluster_by: tuple[str, ...] = ()  # Delta liquid clustering columns (``table_format.using``)
 
     def statements(self, model: "Model") -> list[Statement]:
         return wrapped(model, _delta_body(model) if model.table_format == DELTA else _parquet_body(model))
@@ -75,7 +76,10 @@ def _delta_body(model: "Model") -> list[Statement]:
         Statement("switching from the parquet layout: drop the view over its slots", f"DROP VIEW IF EXISTS {model.relation}",
                   layout=VIEW),
         Statement("build the new version and replace the table in one Delta commit (readers see the old rows or the new)",
-                  f"CREATE OR REPLACE TABLE {model.relation}\n{using(DELTA)}{_partitioned(model)}\nAS\n{model.select_sql}"),
+                  f"CREATE OR REPLACE TABLE {model.relation}\n{using(DELTA, cluster_by=model.kind.cluster_by)}"
+                  f"{_partitioned(model)}\nAS\n{model.select_sql}"),
+        *([Statement("cluster the new version's files by cluster_by (CREATE … CLUSTER BY writes them unclustered)",
+                     f"OPTIMIZE {model.relation}")] if model.kind.cluster_by else []),
         *(Statement(f"switching from the parquet layout: drop its slot {slot}",
                     f"DROP TABLE IF EXISTS {slot_table(model.relation, slot)}", layout=VIEW) for slot in SLOTS),
     ]

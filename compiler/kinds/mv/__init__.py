@@ -42,6 +42,8 @@ class MvKind(ModelKind):
     strategy: str = "auto"
     min_interval_seconds: int = 0  # ``min_interval``: the shortest time between two batches
     chunk_keys: int = 500_000  # affected keys per chunk of a chunked refresh
+    #: Delta liquid clustering columns; a change is applied by ``ALTER TABLE … CLUSTER BY`` (no rebuild)
+    cluster_by: tuple[str, ...] = ()
 
     @property
     def is_incremental(self) -> bool:

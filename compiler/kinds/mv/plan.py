@@ -28,7 +28,7 @@ creates them); physical tables are bound through ``IDENTIFIER(:param)`` markers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterable
 
 from sqlglot import exp
@@ -147,6 +147,7 @@ class MvPlan:
     inputs: dict[str, InputInfo]
     warnings: tuple[Problem, ...] = ()
     table_format: str = "parquet"  # delta: a plain Delta table updated by MERGE; parquet: base + delta + view
+    cluster_by: tuple[str, ...] = ()  # delta: the table's liquid clustering columns
 
     @property
     def all_columns(self) -> tuple[str, ...]:
@@ -175,14 +176,15 @@ def mv_plan(model: "Model", manifest: "Manifest") -> MvPlan:
     >>> plan.key, plan.hidden
     (('id',), ('_mvflow_k_c_id',))
     """
-    return manifest.derived("mv_plan", model, lambda: _Analyzer(
+    return manifest.derived("mv_plan", model, lambda: replace(_Analyzer(
         model.name, model.relation, model.path, _line_offset(model), model.ast, _catalog(manifest, model),
-        tuple(getattr(model.kind, "unique_key", ()) or ()), model.table_format).plan())
+        tuple(getattr(model.kind, "unique_key", ()) or ()), model.table_format).plan(),
+        cluster_by=tuple(getattr(model.kind, "cluster_by", ()) or ())))
 
 
 def plan_from_sql(sql: str, inputs: dict[str, tuple[str, tuple[str, ...]]], unique_key: tuple[str, ...] = (),
                   name: str = "mv", columns: dict[str, tuple[str, ...]] | None = None,
-                  table_format: str = "parquet") -> MvPlan:
+                  table_format: str = "parquet", cluster_by: tuple[str, ...] = ()) -> MvPlan:
     """A plan from bare SQL and ``{table: (mode, key)}`` (tests, docs examples)."""
     from ...parse import parse_select
 
@@ -190,8 +192,8 @@ def plan_from_sql(sql: str, inputs: dict[str, tuple[str, tuple[str, ...]]], uniq
                          position=("v",) if mode in ("position", "changes") else (BATCH,) if mode == "mv" else (),
                          feed=f"{t}_changes" if mode == "changes" else f"{t}__mvflow_changes" if mode == "mv" else None,
                          why=f"{t} is a {mode}") for t, (mode, key) in inputs.items()}
-    return _Analyzer(name, f"db.{name}", f"models/{name}.sql", 0, parse_select(sql, f"models/{name}.sql"),
-                     catalog, tuple(unique_key), table_format).plan()
+    return replace(_Analyzer(name, f"db.{name}", f"models/{name}.sql", 0, parse_select(sql, f"models/{name}.sql"),
+                             catalog, tuple(unique_key), table_format).plan(), cluster_by=tuple(cluster_by))
 
 
 @dataclass(frozen=True)
@@ -1153,9 +1155,11 @@ def derive(plan: MvPlan) -> Derived:
 
 def _derive_delta(plan: MvPlan, q: dict[str, str]) -> None:
     """A Delta MV: one table under the model's name, replaced by a build, merged into by a batch."""
-    from ...table_format import DELTA_PROPERTIES, using
+    from ...table_format import DELTA_PROPERTIES, cluster_clause, using
 
-    q["build"] = f"CREATE OR REPLACE TABLE {plan.relation}\n{using('delta', DELTA_PROPERTIES)}\nAS\n{q['full']}"
+    q["build"] = f"CREATE OR REPLACE TABLE {plan.relation}\n{using('delta', DELTA_PROPERTIES, plan.cluster_by)}\nAS\n{q['full']}"
+    # a changed cluster_by: a metadata-only commit, then "optimize" clusters the files (rows stay)
+    q["cluster_by"] = f"ALTER TABLE {plan.relation} {cluster_clause(plan.cluster_by)}"
     q["merge"] = merge_statement(plan)
     # Delta's parser takes a literal only here: the runner binds the (integer) version into the text.
     q["restore"] = f"RESTORE TABLE {plan.relation} TO VERSION AS OF :version"

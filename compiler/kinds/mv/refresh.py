@@ -86,6 +86,13 @@ def definition_hash(derived: Derived) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _watched_definition(plan: MvPlan, derived: Derived) -> str:
+    """What the file check compares besides the inputs: the definition, and the clustering, whose
+    change is applied without a rebuild but must not wait for the next change of an input."""
+    definition = definition_hash(derived)
+    return watch.sql_hash(definition, *plan.cluster_by) if plan.cluster_by else definition
+
+
 # -- the runner ------------------------------------------------------------------------------
 def mv_runner(store: StateStore | None = None, full_refresh: bool = False,
               echo: Callable[[str], None] = lambda _: None, file_check: bool = True,
@@ -116,7 +123,7 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
         kind = _kind(model.kind)
         until = None if full_refresh else strategy.not_due_until(now(), last_batch_time(store, plan.topic()),
                                                                  kind.min_interval_seconds)
-        spec = watch_spec(plan, definition_hash(derived(manifest, model)))
+        spec = watch_spec(plan, _watched_definition(plan, derived(manifest, model)))
         seen = watch.is_idle(store, spec, now()) if file_check and not full_refresh and until is None else None
         if until is not None:  # decided from the state store alone: Spark is not asked
             result.rows = 0
@@ -274,6 +281,7 @@ class _Refresh:
             self.probe = self._probe(since_last=False)
         self.phase("mv:probed")
         if reason is None and not offset.in_flight and self._up_to_date():
+            self.storage.align(state)
             return Outcome(int(offset.last[0]), "noop", reason="up to date")
         self.redo = offset.in_flight
         batch = int(offset.next[0]) if offset.in_flight else int(offset.last[0]) + 1 if offset.last else 1
@@ -388,6 +396,7 @@ class _Refresh:
     def _refresh(self, batch: int, state: MvState, ranges: dict) -> Outcome:
         if self.redo:
             self.storage.prepare_redo(state)
+        self.storage.align(state)  # after a redo's restore, which may undo an earlier try's ALTER
         try:
             changed = self._changed_keys(batch, ranges)
         except Exception as exc:  # noqa: BLE001 - only Delta history that is gone is handled

@@ -42,6 +42,7 @@ class MvState:
     swapping: str = ""  # set while a build or compaction moves the view: if still set, rebuild
     version: int = -1  # delta: the table's version at the last commit
     chunked: dict = field(default_factory=dict)  # a chunked batch in progress: {batch, chunks, done}
+    cluster_by: list = field(default_factory=list)  # delta: the clustering columns the table was given
 
     @classmethod
     def parse(cls, text: str) -> "MvState":
@@ -57,13 +58,14 @@ class MvState:
     def words(self) -> str:
         """The stored MV in words (``mvflow status``).
 
-        >>> MvState(base_rows=10000, version=12).words()
-        'Delta table, version 12, 10,000 rows'
+        >>> MvState(base_rows=10000, version=12, cluster_by=["shop_id"]).words()
+        'Delta table, version 12, 10,000 rows, clustered by shop_id'
         >>> MvState(slot="a", base_rows=5, swapping="b").words()
         'slot a, 5 rows + 0 in delta, moving to slot b (a build or compaction was interrupted: the next run redoes it)'
         """
         if self.version >= 0 and not self.slot:
             words = f"Delta table, version {self.version}, {self.base_rows:,} rows"
+            words += f", clustered by {', '.join(self.cluster_by)}" if self.cluster_by else ""
             return words + (", a build was interrupted: the next run redoes it" if self.swapping else "") + self._chunked_words()
         words = f"slot {self.slot or '(none)'}, {self.base_rows:,} rows + {self.delta_rows:,} in delta"
         if self.swapping:
@@ -105,6 +107,9 @@ class MvStorage(Protocol):
 
     def prepare_redo(self, state: MvState) -> None:
         """Undo what a crashed try of this batch wrote, where a redo would not overwrite it."""
+
+    def align(self, state: MvState) -> None:
+        """Give the stored MV the layout its config asks now, when only that changed (no rebuild)."""
 
     def build(self, state: MvState, batch: int) -> MvState:
         """A full build (marked in the state first), its keys published; the new state."""
@@ -151,6 +156,9 @@ class ParquetStorage:
 
     def prepare_redo(self, state: MvState) -> None:
         """Nothing: the redo overwrites its own delta partition."""
+
+    def align(self, state: MvState) -> None:
+        """Nothing: a parquet MV has no clustering (``cluster_by`` is Delta-only)."""
 
     def build(self, state: MvState, batch: int) -> MvState:
         run = self.run
@@ -233,6 +241,22 @@ class DeltaStorage:
             text = self.run.derived["restore"]
             self.run.spark.sql(text.replace(":version", str(int(state.version))))  # a literal only: see derive
 
+    def align(self, state: MvState) -> None:
+        """A changed ``cluster_by``: ``ALTER TABLE … CLUSTER BY`` (a metadata-only Delta commit) and an
+        ``OPTIMIZE`` that clusters the files by the new columns; the rows stay, so nothing is
+        recomputed or republished (a rebuild would republish every key downstream). The new version is
+        saved with the new columns; a crash before the save leaves the state behind: the next run
+        does it again."""
+        if list(self.run.plan.cluster_by) == state.cluster_by:
+            return
+        self.run.sql("cluster_by")
+        if self.run.plan.cluster_by:  # OPTIMIZE reclusters the files of the old layout too (measured)
+            self.run.sql("optimize")
+            state.delta_rows = 0  # compacted as well
+        state.cluster_by, state.version = list(self.run.plan.cluster_by), delta_version(self.run.spark, self.relation)
+        self.run.save_state(state)
+        self.run.echo(f"{self.run.plan.name}: clustering set to {', '.join(state.cluster_by) or 'none'}")
+
     def build(self, state: MvState, batch: int) -> MvState:
         run = self.run
         run.save_state(replace(state, swapping="table"))
@@ -243,6 +267,8 @@ class DeltaStorage:
         if _is_view(run.spark, self.relation):  # the parquet format's view, when switching
             run.sql("drop_view")
         run.sql("build")
+        if run.plan.cluster_by:  # CREATE … CLUSTER BY does not cluster what it writes; OPTIMIZE does
+            run.sql("optimize")
         run.phase("mv:build-replaced")
         for name in [n for n in run.derived.queries if n.startswith("drop:")]:  # the parquet format's tables
             run.sql(name)
@@ -250,7 +276,7 @@ class DeltaStorage:
         run.phase("mv:build-published")
         rows = run.spark.table(self.relation).count()
         return MvState(base_rows=rows, definition=run.definition,
-                       version=delta_version(run.spark, self.relation))
+                       version=delta_version(run.spark, self.relation), cluster_by=list(run.plan.cluster_by))
 
     def write(self, state: MvState, batch: int, affected: int) -> None:
         metrics = self.run.sql("merge").first()  # Delta returns the MERGE's row counts (no job)
@@ -262,7 +288,8 @@ class DeltaStorage:
 
     def compact(self, state: MvState) -> None:
         """``OPTIMIZE``: bin-packs the small files each MERGE adds and rewrites files whose
-        deletion vectors hide many rows (a new version, the same rows)."""
+        deletion vectors hide many rows (a new version, the same rows); with ``cluster_by`` it also
+        clusters the files it has not clustered yet (Delta's liquid clustering)."""
         run = self.run
         run.sql("optimize")
         run.phase("mv:optimized")

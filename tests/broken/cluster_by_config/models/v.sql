@@ -1,0 +1,2 @@
+{{ config(materialized='view', cluster_by='x') }}
+select 1 as x
