@@ -16,11 +16,11 @@ from compiler.artifacts import write_artifacts
 from compiler.compile import compile_project
 from compiler.errors import CompileError
 from compiler.kinds import KindError, create_kind
+from compiler.kinds.mv.refresh import run_mv
 from compiler.kinds.mv.storage import MvState
+from compiler.kinds.table import run_table
 from compiler.phases import Crash, crash_at
 from compiler.project import load_project
-from compiler.kinds.mv.refresh import run_mv
-from compiler.run import run_statements
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
 from mv_world import World, seed  # noqa: E402
@@ -158,6 +158,6 @@ def test_a_clustered_delta_mv_refreshes_and_changes_its_clustering_without_a_reb
     assert "RESTORE" in operations and operations[-1] == "CLUSTER BY", operations
 
     table = world.manifest.models["stats"]
-    assert run_statements(spark, world.manifest, table).status == "success"
+    assert run_table(spark, world.manifest, table).status == "success"
     assert _clustering(spark, table.relation) == ["shop_id"]
     assert _operations(spark, table.relation)[-1] == "OPTIMIZE"
