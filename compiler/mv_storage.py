@@ -97,6 +97,10 @@ class Runner(Protocol):
 class MvStorage(Protocol):
     """The format-specific part of an MV refresh."""
 
+    # Whether ``write`` needs adaptive execution (``compiler.refresh.ADAPTIVE``) even when a
+    # key-driven batch runs without it (a few keys).
+    adaptive_write: bool
+
     def exists(self, state: MvState) -> bool:
         """Whether the stored MV the state describes is there (else the next batch rebuilds)."""
 
@@ -129,6 +133,8 @@ def _is_view(spark: "SparkSession", relation: str) -> bool | None:
 
 class ParquetStorage:
     """Base slots, a delta partitioned by batch, a merge-on-read view (see the module doc)."""
+
+    adaptive_write = False  # the write joins the sources to broadcast key sets: no runtime choice to make
 
     def __init__(self, run: Runner):
         self.run = run
@@ -207,6 +213,10 @@ class ParquetStorage:
 
 class DeltaStorage:
     """One Delta table under the model's name, replaced by a build, merged into by a batch."""
+
+    # The MERGE joins its (materialized, so unsized) source to the whole table: only adaptive
+    # execution sees at run time that the source is small and broadcasts it instead of shuffling the table.
+    adaptive_write = True
 
     def __init__(self, run: Runner):
         self.run = run

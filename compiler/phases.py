@@ -36,7 +36,7 @@ MV_PHASES = (
     "mv:fanout-guard",         # the strategy chose a full build (compiler.strategy): about to switch to it
     "mv:delta-written",        # parquet: the recomputed rows and tombstones written to the delta
     "mv:merged",               # delta: the recomputed rows and tombstones merged (one commit)
-    "mv:published",            # the refreshed keys published for MVs stacked on this one
+    "mv:published",            # the refreshed keys published for MVs stacked on this one (if any reads it)
     "mv:chunk-written",        # a chunked batch: one chunk written and published, not yet recorded
     "mv:chunk-recorded",       # a chunked batch: the chunk recorded in the MV topic's state (resume point)
     "mv:committed",            # every topic committed in one transaction

@@ -10,7 +10,7 @@ How the rows are stored is the storage's (``compiler.mv_storage``, one per table
   parquet compacts.
 
 Both formats also keep ``<mv>__mvflow_changes`` (the MV keys each batch refreshed, so MVs can
-be stacked) and ``<mv>__mvflow_snap_<input>`` (snapshots of dictionary-like inputs, per batch).
+be stacked; a key-driven batch writes them only when an MV of the manifest reads this one) and ``<mv>__mvflow_snap_<input>`` (snapshots of dictionary-like inputs, per batch).
 A refresh writes only the affected keys' rows, so its cost grows with the affected keys.
 
 Offsets (``compiler.state``): topic ``<mv>`` holds the batch number (``last`` committed,
@@ -20,6 +20,10 @@ every ``next``, then its rows, then commits every topic in one ``commit_many``: 
 the commit is redone with the same batch number and the same ranges (parquet overwrites its own
 delta partition, Delta restores the version of the last commit first).
 Key sets stay in Spark (checkpointed temporary views); the driver only sees counts.
+
+A key-driven batch is lean in Spark jobs (``python -m bench.batch_jobs``): the probe is one query,
+each key set is checkpointed by the job that counts it, the batch runs without adaptive execution
+(``ADAPTIVE``), and its write joins the small inputs by shuffles (``BROADCAST``).
 """
 
 from __future__ import annotations
@@ -55,6 +59,13 @@ LEASE_SECONDS = 3600.0
 # (every offer, every price) before adaptive execution sees that the key side is small.
 BROADCAST_KEYS = 1_000_000
 _TAG = "_mvflow_input"  # which input a row of the combined changed-keys checkpoint belongs to
+# Adaptive execution runs every shuffle of a query as a Spark job of its own and re-plans after
+# it (~0.1-0.3 s each). A key-driven batch shuffles only small key sets, so it runs without it
+# (one job per action); a build, a chunked batch and a compaction move much data and keep it.
+ADAPTIVE = "spark.sql.adaptive.enabled"
+# When the written keys are broadcast, the rows' other inputs are joined by shuffles of their
+# rows of those keys, stages of the write's own job, rather than one broadcast job each.
+BROADCAST = "spark.sql.autoBroadcastJoinThreshold"
 
 
 @dataclass
@@ -216,7 +227,8 @@ def _derived(manifest: "Manifest", model: "Model") -> Derived:
 class _Refresh:
     def __init__(self, spark, plan: MvPlan, derived: Derived, store: StateStore, holder: str, now, phase: PhaseHook,
                  echo, kind):
-        self.spark, self.plan, self.derived, self.store = spark, plan, derived, store
+        self.spark, self.plan, self.derived, self.store = _own_session(spark), plan, derived, store
+        self.adaptive = self.spark.conf.get(ADAPTIVE, "true")  # what the target set
         self.holder, self.now, self.phase, self.echo, self.kind = holder, now, phase, echo, kind
         self.leases: dict[str, Lease] = {}
         self.views: list[str] = []
@@ -255,6 +267,7 @@ class _Refresh:
         reason = rebuild_reason(full_refresh, offset.last is not None, offset.in_flight, self.storage.exists(state),
                                 state.definition == definition_hash(self.derived), state.swapping)
         self.modes = resolve(self.spark, self.plan)
+        self._adaptive(False)  # the probe and a key-driven batch (``_build`` turns it back on)
         reason = reason or self._mode_reason()  # offsets kept by another mode: before a probe reads them
         self.probe = self._probe(since_last=reason is None)
         if reason is None and self._mode_reason():  # a re-created table, seen by the probe
@@ -355,6 +368,7 @@ class _Refresh:
     # -- full build ----------------------------------------------------------------------
     def _build(self, batch: int, state: MvState, ranges: dict, reason: str, decision: Decision | None = None) -> Outcome:
         self.echo(f"{self.plan.name}: full build, batch {batch} ({reason})")
+        self._adaptive(True)
         self.decision = decision or Decision(FULL, reason, rows=state.base_rows)
         self.span = 1  # a chunked try left partitions after batch: the new slot's delta starts empty
         self.snapshot_fingerprints = None  # every snapshot is taken anew
@@ -417,6 +431,7 @@ class _Refresh:
         self._commit(batch, ranges, state, outcome.affected, changed, keys=outcome.affected)
         compact = getattr(self.kind, "compact_threshold", 0.1)
         if state.delta_rows > compact * max(state.base_rows, 1):
+            self._adaptive(True)
             self.storage.compact(state)
             outcome.compacted = True
         return outcome
@@ -430,8 +445,17 @@ class _Refresh:
     def _write_keys(self, batch: int, state: MvState, keys: int) -> None:
         """Recompute the rows of the ``keys`` keys in view ``keys`` and write them as batch ``batch``."""
         self._view("rows", self._sql("refresh"))  # read once, by the write: no checkpoint needed
-        self.storage.write(state, batch, keys)
-        self._sql("publish", batch=batch)
+        lean = 0 < keys <= BROADCAST_KEYS and not self.storage.adaptive_write  # a chunk passes 0 keys
+        if not lean:
+            self._adaptive(True)
+        threshold = self.spark.conf.get(BROADCAST)
+        self.spark.conf.set(BROADCAST, "-1" if lean else threshold)
+        try:
+            self.storage.write(state, batch, keys)
+        finally:
+            self.spark.conf.set(BROADCAST, threshold)
+        if self.plan.consumed:  # else no MV reads the keys: the job is saved (a new consumer's first batch is a build)
+            self._sql("publish", batch=batch)
         self.phase("mv:published")
 
     def _write_chunks(self, batch: int, state: MvState, chunks: int) -> int:
@@ -441,6 +465,7 @@ class _Refresh:
         the next chunk. Returns the first chunk this try wrote."""
         done = int(state.chunked.get("done", 0)) if self.resume else 0
         self.span = chunks
+        self._adaptive(True)  # chunks are wide by definition
         for part in self.plan.parts:
             self._view(f"affected_all_p{part.index}", self.affected_parts[part.index])
         for chunk in range(done, chunks):
@@ -458,8 +483,8 @@ class _Refresh:
 
     def _changed_keys(self, batch: int, ranges: dict) -> dict[str, int]:
         """The changed keys of every input that moved, materialized together in one checkpoint
-        (each input's view selects its rows from it); their counts are read in one more query,
-        with the fingerprints of the snapshots taken for the commit."""
+        (each input's view selects its rows from it) by the one job that counts them and reads the
+        fingerprints of the snapshots taken for the commit."""
         from pyspark.sql import functions as F
 
         changed, frames = {input_id: 0 for input_id in self.plan.inputs}, {}
@@ -567,9 +592,14 @@ class _Refresh:
     def _spark_sql(self, text: str) -> None:
         self.spark.sql(text)
 
+    def _adaptive(self, on: bool) -> None:
+        self.spark.conf.set(ADAPTIVE, self.adaptive if on else "false")
+
     def _checkpoint(self, frame: "DataFrame") -> "DataFrame":
-        """Materialize a key set once, in Spark (not in the driver), so every later use sees the same keys."""
-        frame = frame.localCheckpoint(eager=True)
+        """A key set materialized once, in Spark (not in the driver), so every later use sees the
+        same keys. Lazily: the caller's next action reads every row of it (a count), which stores
+        it in the same job as the count."""
+        frame = frame.localCheckpoint(eager=False)
         self.frames.append(frame)
         return frame
 
@@ -586,6 +616,15 @@ class _Refresh:
         for frame in self.frames:
             frame.unpersist()
         self.frames.clear()
+
+
+def _own_session(spark: "SparkSession") -> "SparkSession":
+    """A clone of ``spark`` (the same context, catalog, settings and views) whose temp views and
+    ``ADAPTIVE`` switch the models other threads run meanwhile do not see. ``newSession`` would
+    drop the settings made at run time; pyspark has no public clone."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
 
 
 def _union_all(frames: list["DataFrame"]) -> "DataFrame":
