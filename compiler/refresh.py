@@ -62,6 +62,9 @@ _TAG = "_mvflow_input"  # which input a row of the combined changed-keys checkpo
 # Adaptive execution runs every shuffle of a query as a Spark job of its own and re-plans after
 # it (~0.1-0.3 s each). A key-driven batch shuffles only small key sets, so it runs without it
 # (one job per action); a build, a chunked batch and a compaction move much data and keep it.
+# The switch is the session's: models other threads run meanwhile see it (their speed, not their
+# results). A session of the batch's own would not do: another session keeps its file listings
+# of the tables a batch rewrites (a compaction's new slot) and fails reading them.
 ADAPTIVE = "spark.sql.adaptive.enabled"
 # When the written keys are broadcast, the rows' other inputs are joined by shuffles of their
 # rows of those keys, stages of the write's own job, rather than one broadcast job each.
@@ -227,7 +230,7 @@ def _derived(manifest: "Manifest", model: "Model") -> Derived:
 class _Refresh:
     def __init__(self, spark, plan: MvPlan, derived: Derived, store: StateStore, holder: str, now, phase: PhaseHook,
                  echo, kind):
-        self.spark, self.plan, self.derived, self.store = _own_session(spark), plan, derived, store
+        self.spark, self.plan, self.derived, self.store = spark, plan, derived, store
         self.adaptive = self.spark.conf.get(ADAPTIVE, "true")  # what the target set
         self.holder, self.now, self.phase, self.echo, self.kind = holder, now, phase, echo, kind
         self.leases: dict[str, Lease] = {}
@@ -256,6 +259,7 @@ class _Refresh:
             self.phase("mv:leased")
             return self._batch(full_refresh)
         finally:
+            self._adaptive(True)  # the target's setting back
             self._drop_views()
             for lease in self.leases.values():
                 self.store.release(lease)
@@ -616,15 +620,6 @@ class _Refresh:
         for frame in self.frames:
             frame.unpersist()
         self.frames.clear()
-
-
-def _own_session(spark: "SparkSession") -> "SparkSession":
-    """A clone of ``spark`` (the same context, catalog, settings and views) whose temp views and
-    ``ADAPTIVE`` switch the models other threads run meanwhile do not see. ``newSession`` would
-    drop the settings made at run time; pyspark has no public clone."""
-    from pyspark.sql import SparkSession
-
-    return SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
 
 
 def _union_all(frames: list["DataFrame"]) -> "DataFrame":
