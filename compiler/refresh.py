@@ -231,7 +231,9 @@ class _Refresh:
     def __init__(self, spark, plan: MvPlan, derived: Derived, store: StateStore, holder: str, now, phase: PhaseHook,
                  echo, kind):
         self.spark, self.plan, self.derived, self.store = spark, plan, derived, store
-        self.adaptive = self.spark.conf.get(ADAPTIVE, "true")  # what the target set
+        # what the target set (not the session's value now: a batch in another thread may have switched it)
+        self.adaptive = spark.sparkContext.getConf().get(ADAPTIVE, "true")
+        self.broadcast = spark.sparkContext.getConf().get(BROADCAST, "10MB")
         self.holder, self.now, self.phase, self.echo, self.kind = holder, now, phase, echo, kind
         self.leases: dict[str, Lease] = {}
         self.views: list[str] = []
@@ -452,12 +454,11 @@ class _Refresh:
         lean = 0 < keys <= BROADCAST_KEYS and not self.storage.adaptive_write  # a chunk passes 0 keys
         if not lean:
             self._adaptive(True)
-        threshold = self.spark.conf.get(BROADCAST)
-        self.spark.conf.set(BROADCAST, "-1" if lean else threshold)
+        self.spark.conf.set(BROADCAST, "-1" if lean else self.broadcast)
         try:
             self.storage.write(state, batch, keys)
         finally:
-            self.spark.conf.set(BROADCAST, threshold)
+            self.spark.conf.set(BROADCAST, self.broadcast)
         if self.plan.consumed:  # else no MV reads the keys: the job is saved (a new consumer's first batch is a build)
             self._sql("publish", batch=batch)
         self.phase("mv:published")
