@@ -28,7 +28,7 @@ creates them); physical tables are bound through ``IDENTIFIER(:param)`` markers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterable
 
 from sqlglot import exp
@@ -146,6 +146,7 @@ class MvPlan:
     inputs: dict[str, InputInfo]
     warnings: tuple[Problem, ...] = ()
     table_format: str = "parquet"  # delta: a plain Delta table updated by MERGE; parquet: base + delta + view
+    consumers: tuple[str, ...] = ()  # the MVs of the project that read this one (they read its published keys)
 
     @property
     def all_columns(self) -> tuple[str, ...]:
@@ -174,9 +175,16 @@ def mv_plan(model: "Model", manifest: "Manifest") -> MvPlan:
     >>> plan.key, plan.hidden
     (('id',), ('_mvflow_k_c_id',))
     """
-    return manifest.derived("mv_plan", model, lambda: _Analyzer(
+    return manifest.derived("mv_plan", model, lambda: replace(_Analyzer(
         model.name, model.relation, model.path, _line_offset(model), model.ast, _catalog(manifest, model),
-        tuple(getattr(model.kind, "unique_key", ()) or ()), model.table_format).plan())
+        tuple(getattr(model.kind, "unique_key", ()) or ()), model.table_format).plan(),
+        consumers=mv_consumers(manifest, model.name)))
+
+
+def mv_consumers(manifest: "Manifest", name: str) -> tuple[str, ...]:
+    """The ``mv`` models that read model ``name``: only they read the keys it publishes."""
+    return tuple(sorted(m.name for m in manifest.models.values()
+                        if m.kind.name == "mv" and name in m.depends_on_models))
 
 
 def plan_from_sql(sql: str, inputs: dict[str, tuple[str, tuple[str, ...]]], unique_key: tuple[str, ...] = (),
