@@ -166,7 +166,8 @@ class ParquetStorage:
         unpublished = run.publish_all(run.spark.table(self._table("base", slot)).select(*run.plan.key), old, batch,
                                       base_table=self._table("base", slot))
         run.phase("mv:build-published")
-        if _is_view(run.spark, run.plan.relation) is False:  # the Delta format's table, when switching
+        # the Delta format's table, when switching (a state of this format's says there is none)
+        if not state.slot and _is_view(run.spark, run.plan.relation) is False:
             run.sql("drop_table")
         run.sql(f"view:{slot}")
         run.phase("mv:build-swapped")
@@ -241,13 +242,14 @@ class DeltaStorage:
         # the old keys, resolved before the table is replaced (every key may have changed)
         old = self._as_of(state.version).select(*run.plan.key) \
             if run.plan.consumers and self.exists(state) and state.definition == run.definition else None
-        if _is_view(run.spark, self.relation):  # the parquet format's view, when switching
+        switching = state.version < 0 or bool(state.slot)  # the last state is not this format's: parquet's may be there
+        if switching and _is_view(run.spark, self.relation):  # the parquet format's view
             run.sql("drop_view")
         run.sql("build")
         run.phase("mv:build-replaced")
         version, metrics = delta_commit(run.spark, self.relation)  # the rows from the commit's metrics: no count
         rows = int(metrics["numOutputRows"]) if "numOutputRows" in metrics else run.spark.table(self.relation).count()
-        for name in [n for n in run.derived.queries if n.startswith("drop:")]:  # the parquet format's tables
+        for name in [n for n in run.derived.queries if n.startswith("drop:") and switching]:  # the parquet format's tables
             run.sql(name)
         unpublished = run.publish_all(run.spark.table(self.relation).select(*run.plan.key), old, batch)
         run.phase("mv:build-published")
