@@ -278,6 +278,9 @@ class _Refresh:
             reason = "a new input"
             ranges = self._plan_ranges(batch, fresh=True)
         self.phase("mv:next-written")
+        if forced is not None:
+            self.echo(f"{self.plan.name}: {forced.reason}, a full build ({forced.words()})")
+            self.phase("mv:fanout-guard")
         self._spark_sql(f"CREATE DATABASE IF NOT EXISTS {self.plan.relation.split('.')[0]}")
         outcome = self._build(batch, state, ranges, reason, forced) if reason is not None \
             else self._refresh(batch, state, ranges)
