@@ -249,7 +249,8 @@ class DeltaStorage:
         run.phase("mv:build-replaced")
         version, metrics = delta_commit(run.spark, self.relation)  # the rows from the commit's metrics: no count
         rows = int(metrics["numOutputRows"]) if "numOutputRows" in metrics else run.spark.table(self.relation).count()
-        for name in [n for n in run.derived.queries if n.startswith("drop:") and switching]:  # the parquet format's tables
+        leftovers = [n for n in run.derived.queries if n.startswith("drop:")] if switching else []
+        for name in leftovers:  # the parquet format's tables
             run.sql(name)
         unpublished = run.publish_all(run.spark.table(self.relation).select(*run.plan.key), old, batch)
         run.phase("mv:build-published")
