@@ -147,8 +147,7 @@ class MvPlan:
     inputs: dict[str, InputInfo]
     warnings: tuple[Problem, ...] = ()
     table_format: str = "parquet"  # delta: a plain Delta table updated by MERGE; parquet: base + delta + view
-    # an MV of the manifest reads this one's batches: a batch publishes its keys (``<mv>__mvflow_changes``)
-    consumed: bool = True
+    consumers: tuple[str, ...] = ()  # the MVs of the project that read this one (they read its published keys)
 
     @property
     def all_columns(self) -> tuple[str, ...]:
@@ -180,13 +179,13 @@ def mv_plan(model: "Model", manifest: "Manifest") -> MvPlan:
     return manifest.derived("mv_plan", model, lambda: replace(_Analyzer(
         model.name, model.relation, model.path, _line_offset(model), model.ast, _catalog(manifest, model),
         tuple(getattr(model.kind, "unique_key", ()) or ()), model.table_format).plan(),
-        consumed=consumed(model, manifest)))
+        consumers=mv_consumers(manifest, model.name)))
 
 
-def consumed(model: "Model", manifest: "Manifest") -> bool:
-    """Whether another ``mv`` of the manifest reads this model (so its batches must publish their keys)."""
-    return any(other.kind.name == "mv" and model.name in other.depends_on_models
-               for other in manifest.models.values() if other.name != model.name)
+def mv_consumers(manifest: "Manifest", name: str) -> tuple[str, ...]:
+    """The ``mv`` models that read model ``name``: only they read the keys it publishes."""
+    return tuple(sorted(m.name for m in manifest.models.values()
+                        if m.kind.name == "mv" and name in m.depends_on_models))
 
 
 def plan_from_sql(sql: str, inputs: dict[str, tuple[str, tuple[str, ...]]], unique_key: tuple[str, ...] = (),

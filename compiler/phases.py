@@ -51,7 +51,7 @@ MV_PHASES = (
     "mv:build-marked",         # a full build marked the swap in the state
     "mv:build-base-written",   # parquet: a full build wrote the new base
     "mv:build-replaced",       # delta: a full build replaced the table (CREATE OR REPLACE)
-    "mv:build-published",      # a full build published every old and new key
+    "mv:build-published",      # a full build published every old and new key (when an MV reads this one)
     "mv:build-swapped",        # parquet: the view reads the new base; not yet committed
 )
 MV_PARQUET_ONLY = frozenset({"mv:delta-written", "mv:compaction-written", "mv:compaction-marked",

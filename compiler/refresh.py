@@ -285,6 +285,10 @@ class _Refresh:
         self.redo = offset.in_flight
         batch = int(offset.next[0]) if offset.in_flight else int(offset.last[0]) + 1 if offset.last else 1
         self.history = history(self.store, self.plan.topic())
+        forced = None
+        if reason is None and _kind(self.kind).strategy == FULL:  # decided without the changed keys
+            forced = strategy.before_keys(_kind(self.kind), {}, [], state.base_rows, self.history)
+            reason = forced.reason
         if reason is None and self.redo and state.chunked.get("batch") == batch:
             self.resume, self.span = True, int(state.chunked["chunks"])
         self.store.set_next(self.leases[self.plan.topic()], (batch,), self.now())
@@ -293,8 +297,12 @@ class _Refresh:
             reason = "a new input"
             ranges = self._plan_ranges(batch, fresh=True)
         self.phase("mv:next-written")
+        if forced is not None:
+            self.echo(f"{self.plan.name}: {forced.reason}, a full build ({forced.words()})")
+            self.phase("mv:fanout-guard")
         self._spark_sql(f"CREATE DATABASE IF NOT EXISTS {self.plan.relation.split('.')[0]}")
-        outcome = self._build(batch, state, ranges, reason) if reason is not None else self._refresh(batch, state, ranges)
+        outcome = self._build(batch, state, ranges, reason, forced) if reason is not None \
+            else self._refresh(batch, state, ranges)
         outcome.redo, outcome.covered = self.redo, self._covers()
         return outcome
 
@@ -385,12 +393,18 @@ class _Refresh:
         self._commit(batch, ranges, new_state, new_state.base_rows, {}, keys=new_state.base_rows)
         return Outcome(batch, "build", rows=new_state.base_rows, reason=reason, decision=self.decision)
 
-    def publish_all(self, keys: "DataFrame", old: "DataFrame | None", batch: int, **args: Any) -> None:
-        """After a build every key may have changed: publish the new keys and the ``old`` ones."""
+    def publish_all(self, keys: "DataFrame", old: "DataFrame | None", batch: int, **args: Any) -> int:
+        """After a build every key may have changed: publish the new keys and the ``old`` ones for
+        the MVs that read this one (``MvPlan.consumers``). With none, only the empty table later
+        batches publish into is made, and the build's batch is returned (``MvState.unpublished``:
+        an MV that reads this one from an older batch must rebuild); else 0."""
         self._spark_sql(f"DROP TABLE IF EXISTS {self.plan.table_name('changes')}")
         self._sql("create_changes", **args)
+        if not self.plan.consumers:
+            return batch
         self._view("keys", (keys if old is None else keys.union(old)).distinct())  # read once, by publish
         self._sql("publish", batch=batch)
+        return 0
 
     # -- key-driven refresh --------------------------------------------------------------
     def _refresh(self, batch: int, state: MvState, ranges: dict) -> Outcome:
@@ -459,8 +473,10 @@ class _Refresh:
             self.storage.write(state, batch, keys)
         finally:
             self.spark.conf.set(BROADCAST, self.broadcast)
-        if self.plan.consumed:  # else no MV reads the keys: the job is saved (a new consumer's first batch is a build)
+        if self.plan.consumers:
             self._sql("publish", batch=batch)
+        else:  # no MV reads the keys: the job is saved; one that reads this MV later from an older batch rebuilds
+            state.unpublished = batch
         self.phase("mv:published")
 
     def _write_chunks(self, batch: int, state: MvState, chunks: int) -> int:

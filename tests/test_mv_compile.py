@@ -155,5 +155,5 @@ def test_an_mv_publishes_its_keys_only_when_an_mv_reads_it(make_project):
         "models/plain.sql": "{{ config(materialized='table') }}\nSELECT w.id FROM {{ ref('stacked') }} AS w\n",
     })
     manifest = compile_project(load_project(root))
-    assert mv_plan(manifest.models["wide"], manifest).consumed       # `stacked` reads its batches
-    assert not mv_plan(manifest.models["stacked"], manifest).consumed  # a table rebuilds from it whole
+    assert mv_plan(manifest.models["wide"], manifest).consumers == ("stacked",)  # `stacked` reads its batches
+    assert not mv_plan(manifest.models["stacked"], manifest).consumers  # a table rebuilds from it whole
