@@ -36,7 +36,7 @@ MV_PHASES = (
     "mv:fanout-guard",         # the strategy chose a full build (compiler.kinds.mv.strategy): about to switch to it
     "mv:delta-written",        # parquet: the recomputed rows and tombstones written to the delta
     "mv:merged",               # delta: the recomputed rows and tombstones merged (one commit)
-    "mv:published",            # the refreshed keys published for MVs stacked on this one
+    "mv:published",            # the refreshed keys published for MVs stacked on this one (if any reads it)
     "mv:chunk-written",        # a chunked batch: one chunk written and published, not yet recorded
     "mv:chunk-recorded",       # a chunked batch: the chunk recorded in the MV topic's state (resume point)
     "mv:committed",            # every topic committed in one transaction
@@ -51,7 +51,7 @@ MV_PHASES = (
     "mv:build-marked",         # a full build marked the swap in the state
     "mv:build-base-written",   # parquet: a full build wrote the new base
     "mv:build-replaced",       # delta: a full build replaced the table (CREATE OR REPLACE)
-    "mv:build-published",      # a full build published every old and new key
+    "mv:build-published",      # a full build published every old and new key (when an MV reads this one)
     "mv:build-swapped",        # parquet: the view reads the new base; not yet committed
 )
 MV_PARQUET_ONLY = frozenset({"mv:delta-written", "mv:compaction-written", "mv:compaction-marked",

@@ -110,5 +110,11 @@ def table_properties(info: dict[str, str] | None) -> dict[str, str]:
 
 def delta_version(spark: "SparkSession", relation: str) -> int:
     """The newest committed version of a Delta table (one small read of its log)."""
-    row = spark.sql(f"DESCRIBE HISTORY {relation} LIMIT 1").select("version").first()
-    return int(row[0]) if row is not None else -1
+    return delta_commit(spark, relation)[0]
+
+
+def delta_commit(spark: "SparkSession", relation: str) -> tuple[int, dict[str, str]]:
+    """The newest committed version of a Delta table and its commit's ``operationMetrics`` (a write's
+    ``numOutputRows``…), in the same read of its log; ``(-1, {})`` without history."""
+    row = spark.sql(f"DESCRIBE HISTORY {relation} LIMIT 1").select("version", "operationMetrics").first()
+    return (int(row[0]), dict(row[1] or {})) if row is not None else (-1, {})

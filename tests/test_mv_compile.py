@@ -141,3 +141,19 @@ def test_compile_reports_mv_errors_at_file_lines(make_project):
         compile_project(load_project(root))
     problem = info.value.problems[0]
     assert (problem.path, problem.line, problem.code) == ("models/bad.sql", 4, "mv-join-kind")
+
+
+def test_an_mv_publishes_its_keys_only_when_an_mv_reads_it(make_project):
+    from compiler.compile import compile_project
+    from compiler.kinds.mv.plan import mv_plan
+    from compiler.project import load_project
+
+    root = make_project({
+        "lineage/s.yml": "sources:\n  - {name: o, database: d, primary_key: [id], position: [v]}\n",
+        "models/wide.sql": "{{ config(materialized='mv') }}\nSELECT o.id, o.x FROM {{ source('d', 'o') }} AS o\n",
+        "models/stacked.sql": "{{ config(materialized='mv') }}\nSELECT w.id, w.x FROM {{ ref('wide') }} AS w\n",
+        "models/plain.sql": "{{ config(materialized='table') }}\nSELECT w.id FROM {{ ref('stacked') }} AS w\n",
+    })
+    manifest = compile_project(load_project(root))
+    assert mv_plan(manifest.models["wide"], manifest).consumers == ("stacked",)  # `stacked` reads its batches
+    assert not mv_plan(manifest.models["stacked"], manifest).consumers  # a table rebuilds from it whole

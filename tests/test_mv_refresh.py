@@ -206,6 +206,35 @@ def test_stacked_mv_reads_the_keys_its_upstream_refreshed(spark, tmp_path, table
     assert {r.shop for r in w.table("stacked") if r.id in (1, 2)} == {"Renamed"}
 
 
+def test_stacked_mv_rebuilds_after_an_upstream_build_no_mv_read(spark, tmp_path):
+    """A build publishes its keys only when an MV reads it (compile time): a reader removed from
+    the project and put back finds the unpublished build in its upstream's state and rebuilds."""
+    from mv_world import WIDE
+
+    from compiler.compile import compile_project
+    from compiler.project import load_project
+
+    w = World(spark, tmp_path, {"wide": WIDE, "stacked": STACKED})
+    seed(w)
+    w.refresh("wide")
+    assert w.refresh("stacked").mode == "build"
+    stacked = tmp_path / "models" / "stacked.sql"
+    text = stacked.read_text()
+    stacked.unlink()
+    w.manifest = compile_project(load_project(tmp_path))   # nothing reads `wide` now
+    w.put("shops", id=100, name="Renamed")
+    assert w.refresh("wide", full_refresh=True).mode == "build"
+    stacked.write_text(text)
+    w.manifest = compile_project(load_project(tmp_path))
+    outcome = w.refresh("stacked")
+    assert outcome.mode == "build" and "without publishing" in outcome.reason
+    w.check("stacked")
+    w.put("shops", id=100, name="Again")                # from here on `wide` publishes for `stacked`
+    assert w.refresh("wide").mode == "refresh"
+    assert w.refresh("stacked").mode == "refresh"
+    w.check("stacked")
+
+
 def test_full_build_reads_a_feed_that_was_empty_from_the_start(parquet_world):
     world = parquet_world
     world.rows["prices_changes"].clear()                 # the source and its feed are re-created...

@@ -45,6 +45,7 @@ from ...state import Offset, StateStore
 from ...table_format import DELTA, delta_version, table_details
 from .decisions import Seen, input_range
 from .plan import BATCH, MvPlan, diffed
+from .storage import MvState
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -212,6 +213,14 @@ class UpstreamMv(ChangeMode):
 
     def seen(self, run: Batch, offset: Offset) -> Seen:
         return Seen(True, tuple(offset.last), self.current(run) or tuple(offset.last))
+
+    def rebuild_reason(self, run: Batch, offset: Offset) -> str | None:
+        """An upstream build that published no keys (no MV read it then) ends what can be continued."""
+        upstream = run.store.get(self.info.id)
+        skipped = MvState.parse(upstream.state).unpublished if upstream is not None and upstream.state else 0
+        if offset.last and skipped and int(offset.last[0]) < skipped:
+            return f"{self.input_id} was rebuilt in batch {skipped} without publishing its keys (no MV read it then)"
+        return super().rebuild_reason(run, offset)
 
 
 class Snapshots(ChangeMode):

@@ -45,6 +45,7 @@ SLOTS = ("a", "b")  # blue/green: a build or compaction fills the slot the view 
 BATCH = "mvflow_batch"  # partition column: the Hive metastore filter parser rejects a leading _
 DELETED = "_mvflow_deleted"
 FOUND = "_mvflow_found"
+SIDE = "_mvflow_side"  # which of two versions a row of a content diff comes from
 RANK = "_mvflow_rank"
 
 #: stable problem codes, in the order of the phases that report them
@@ -148,6 +149,7 @@ class MvPlan:
     warnings: tuple[Problem, ...] = ()
     table_format: str = "parquet"  # delta: a plain Delta table updated by MERGE; parquet: base + delta + view
     cluster_by: tuple[str, ...] = ()  # delta: the table's liquid clustering columns
+    consumers: tuple[str, ...] = ()  # the MVs of the project that read this one (they read its published keys)
 
     @property
     def all_columns(self) -> tuple[str, ...]:
@@ -179,7 +181,13 @@ def mv_plan(model: "Model", manifest: "Manifest") -> MvPlan:
     return manifest.derived("mv_plan", model, lambda: replace(_Analyzer(
         model.name, model.relation, model.path, _line_offset(model), model.ast, _catalog(manifest, model),
         tuple(getattr(model.kind, "unique_key", ()) or ()), model.table_format).plan(),
-        cluster_by=tuple(getattr(model.kind, "cluster_by", ()) or ())))
+        cluster_by=tuple(getattr(model.kind, "cluster_by", ()) or ()), consumers=mv_consumers(manifest, model.name)))
+
+
+def mv_consumers(manifest: "Manifest", name: str) -> tuple[str, ...]:
+    """The ``mv`` models that read model ``name``: only they read the keys it publishes."""
+    return tuple(sorted(m.name for m in manifest.models.values()
+                        if isinstance(m.kind, MvKind) and name in m.depends_on_models))
 
 
 def plan_from_sql(sql: str, inputs: dict[str, tuple[str, tuple[str, ...]]], unique_key: tuple[str, ...] = (),
@@ -1049,20 +1057,25 @@ def version_diff_query(plan: MvPlan, input_id: str) -> exp.Query:
     >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
     ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))})
     >>> print(version_diff_query(plan, "d.c").sql(dialect="spark"))
-    SELECT t.id FROM (SELECT id, name FROM mvflow_mv_as_of_next_d_c EXCEPT SELECT id, name FROM mvflow_mv_as_of_last_d_c) AS t UNION SELECT t.id FROM (SELECT id, name FROM mvflow_mv_as_of_last_d_c EXCEPT SELECT id, name FROM mvflow_mv_as_of_next_d_c) AS t
+    SELECT DISTINCT t.id FROM (SELECT u.id, u.name FROM (SELECT id, name, 0 AS _mvflow_side FROM mvflow_mv_as_of_last_d_c UNION ALL SELECT id, name, 1 AS _mvflow_side FROM mvflow_mv_as_of_next_d_c) AS u GROUP BY u.id, u.name HAVING MIN(u._mvflow_side) = MAX(u._mvflow_side)) AS t
     """
     info = plan.inputs[input_id]
     return _diff(info, lambda which: exp.select(*info.used_columns).from_(plan.view_name(f"as_of_{which}_{info.slug}")))
 
 
 def _diff(info: InputInfo, taken) -> exp.Query:
-    """Keys whose used columns differ between ``taken("last")`` and ``taken("next")``, both ways."""
-    keys = [exp.column(k, "t") for k in info.key]
+    """Keys whose used columns differ between ``taken("last")`` and ``taken("next")``, both ways:
+    the rows found on one side only (as ``EXCEPT`` both ways would find them, but by grouping,
+    so Spark runs no join, hence no broadcast job of its own)."""
+    side = exp.column(SIDE, "u")
 
-    def gone(a: str, b: str) -> exp.Select:
-        return exp.select(*keys).from_(exp.except_(taken(a), taken(b)).subquery("t"))
+    def tagged(which: str, n: int) -> exp.Select:
+        return taken(which).select(exp.alias_(exp.Literal.number(n), SIDE))
 
-    return exp.union(gone("next", "last"), gone("last", "next"), distinct=True)
+    used = [exp.column(c, "u") for c in info.used_columns]
+    once = (exp.select(*used).from_(exp.union(tagged("last", 0), tagged("next", 1), distinct=False).subquery("u"))
+            .group_by(*[c.copy() for c in used]).having(exp.func("min", side).eq(exp.func("max", side.copy()))))
+    return exp.select(*[exp.column(k, "t") for k in info.key]).distinct().from_(once.subquery("t"))
 
 
 def snapshot_query(plan: MvPlan, input_id: str) -> exp.Select:

@@ -10,7 +10,7 @@ How the rows are stored is the storage's (``compiler.kinds.mv.storage``, one per
   parquet compacts.
 
 Both formats also keep ``<mv>__mvflow_changes`` (the MV keys each batch refreshed, so MVs can
-be stacked) and ``<mv>__mvflow_snap_<input>`` (snapshots of dictionary-like inputs, per batch).
+be stacked; a key-driven batch writes them only when an MV of the manifest reads this one) and ``<mv>__mvflow_snap_<input>`` (snapshots of dictionary-like inputs, per batch).
 A refresh writes only the affected keys' rows, so its cost grows with the affected keys.
 
 Offsets (``compiler.state``): topic ``<mv>`` holds the batch number (``last`` committed,
@@ -20,6 +20,10 @@ every ``next``, then its rows, then commits every topic in one ``commit_many``: 
 the commit is redone with the same batch number and the same ranges (parquet overwrites its own
 delta partition, Delta restores the version of the last commit first).
 Key sets stay in Spark (checkpointed temporary views); the driver only sees counts.
+
+A key-driven batch is lean in Spark jobs (``python -m bench.batch_jobs``): the probe is one query,
+each key set is checkpointed by the job that counts it, the batch runs without adaptive execution
+(``ADAPTIVE``), and its write joins the small inputs by shuffles (``BROADCAST``).
 """
 
 from __future__ import annotations
@@ -57,6 +61,16 @@ LEASE_SECONDS = 3600.0
 # (every offer, every price) before adaptive execution sees that the key side is small.
 BROADCAST_KEYS = 1_000_000
 _TAG = "_mvflow_input"  # which input a row of the combined changed-keys checkpoint belongs to
+# Adaptive execution runs every shuffle of a query as a Spark job of its own and re-plans after
+# it (~0.1-0.3 s each). A key-driven batch shuffles only small key sets, so it runs without it
+# (one job per action); a build, a chunked batch and a compaction move much data and keep it.
+# The switch is the session's: models other threads run meanwhile see it (their speed, not their
+# results). A session of the batch's own would not do: another session keeps its file listings
+# of the tables a batch rewrites (a compaction's new slot) and fails reading them.
+ADAPTIVE = "spark.sql.adaptive.enabled"
+# When the written keys are broadcast, the rows' other inputs are joined by shuffles of their
+# rows of those keys, stages of the write's own job, rather than one broadcast job each.
+BROADCAST = "spark.sql.autoBroadcastJoinThreshold"
 
 
 @dataclass
@@ -236,6 +250,9 @@ class _Refresh:
     def __init__(self, spark, plan: MvPlan, derived: Derived, store: StateStore, holder: str, now, phase: PhaseHook,
                  echo, kind):
         self.spark, self.plan, self.derived, self.store = spark, plan, derived, store
+        # what the target set (not the session's value now: a batch in another thread may have switched it)
+        self.adaptive = spark.sparkContext.getConf().get(ADAPTIVE, "true")
+        self.broadcast = spark.sparkContext.getConf().get(BROADCAST, "10MB")
         self.holder, self.now, self.phase, self.echo, self.kind = holder, now, phase, echo, kind
         self.leases: dict[str, Lease] = {}
         self.views: list[str] = []
@@ -263,6 +280,7 @@ class _Refresh:
             self.phase("mv:leased")
             return self._batch(full_refresh)
         finally:
+            self._adaptive(True)  # the target's setting back
             self._drop_views()
             for lease in self.leases.values():
                 self.store.release(lease)
@@ -274,6 +292,7 @@ class _Refresh:
         reason = rebuild_reason(full_refresh, offset.last is not None, offset.in_flight, self.storage.exists(state),
                                 state.definition == definition_hash(self.derived), state.swapping)
         self.modes = resolve(self.spark, self.plan)
+        self._adaptive(False)  # the probe and a key-driven batch (``_build`` turns it back on)
         reason = reason or self._mode_reason()  # offsets kept by another mode: before a probe reads them
         self.probe = self._probe(since_last=reason is None)
         if reason is None and self._mode_reason():  # a re-created table, seen by the probe
@@ -286,6 +305,10 @@ class _Refresh:
         self.redo = offset.in_flight
         batch = int(offset.next[0]) if offset.in_flight else int(offset.last[0]) + 1 if offset.last else 1
         self.history = history(self.store, self.plan.topic())
+        forced = None
+        if reason is None and _kind(self.kind).strategy == FULL:  # decided without the changed keys
+            forced = strategy.before_keys(_kind(self.kind), {}, [], state.base_rows, self.history)
+            reason = forced.reason
         if reason is None and self.redo and state.chunked.get("batch") == batch:
             self.resume, self.span = True, int(state.chunked["chunks"])
         self.store.set_next(self.leases[self.plan.topic()], (batch,), self.now())
@@ -294,8 +317,12 @@ class _Refresh:
             reason = "a new input"
             ranges = self._plan_ranges(batch, fresh=True)
         self.phase("mv:next-written")
+        if forced is not None:
+            self.echo(f"{self.plan.name}: {forced.reason}, a full build ({forced.words()})")
+            self.phase("mv:fanout-guard")
         self._spark_sql(f"CREATE DATABASE IF NOT EXISTS {self.plan.relation.split('.')[0]}")
-        outcome = self._build(batch, state, ranges, reason) if reason is not None else self._refresh(batch, state, ranges)
+        outcome = self._build(batch, state, ranges, reason, forced) if reason is not None \
+            else self._refresh(batch, state, ranges)
         outcome.redo, outcome.covered = self.redo, self._covers()
         return outcome
 
@@ -375,6 +402,7 @@ class _Refresh:
     # -- full build ----------------------------------------------------------------------
     def _build(self, batch: int, state: MvState, ranges: dict, reason: str, decision: Decision | None = None) -> Outcome:
         self.echo(f"{self.plan.name}: full build, batch {batch} ({reason})")
+        self._adaptive(True)
         self.decision = decision or Decision(FULL, reason, rows=state.base_rows)
         self.span = 1  # a chunked try left partitions after batch: the new slot's delta starts empty
         self.snapshot_fingerprints = None  # every snapshot is taken anew
@@ -385,12 +413,18 @@ class _Refresh:
         self._commit(batch, ranges, new_state, new_state.base_rows, {}, keys=new_state.base_rows)
         return Outcome(batch, "build", rows=new_state.base_rows, reason=reason, decision=self.decision)
 
-    def publish_all(self, keys: "DataFrame", old: "DataFrame | None", batch: int, **args: Any) -> None:
-        """After a build every key may have changed: publish the new keys and the ``old`` ones."""
+    def publish_all(self, keys: "DataFrame", old: "DataFrame | None", batch: int, **args: Any) -> int:
+        """After a build every key may have changed: publish the new keys and the ``old`` ones for
+        the MVs that read this one (``MvPlan.consumers``). With none, only the empty table later
+        batches publish into is made, and the build's batch is returned (``MvState.unpublished``:
+        an MV that reads this one from an older batch must rebuild); else 0."""
         self._spark_sql(f"DROP TABLE IF EXISTS {self.plan.table_name('changes')}")
         self._sql("create_changes", **args)
+        if not self.plan.consumers:
+            return batch
         self._view("keys", (keys if old is None else keys.union(old)).distinct())  # read once, by publish
         self._sql("publish", batch=batch)
+        return 0
 
     # -- key-driven refresh --------------------------------------------------------------
     def _refresh(self, batch: int, state: MvState, ranges: dict) -> Outcome:
@@ -438,6 +472,7 @@ class _Refresh:
         self._commit(batch, ranges, state, outcome.affected, changed, keys=outcome.affected)
         compact = getattr(self.kind, "compact_threshold", 0.1)
         if state.delta_rows > compact * max(state.base_rows, 1):
+            self._adaptive(True)
             self.storage.compact(state)
             outcome.compacted = True
         return outcome
@@ -451,8 +486,18 @@ class _Refresh:
     def _write_keys(self, batch: int, state: MvState, keys: int) -> None:
         """Recompute the rows of the ``keys`` keys in view ``keys`` and write them as batch ``batch``."""
         self._view("rows", self._sql("refresh"))  # read once, by the write: no checkpoint needed
-        self.storage.write(state, batch, keys)
-        self._sql("publish", batch=batch)
+        lean = 0 < keys <= BROADCAST_KEYS and not self.storage.adaptive_write  # a chunk passes 0 keys
+        if not lean:
+            self._adaptive(True)
+        self.spark.conf.set(BROADCAST, "-1" if lean else self.broadcast)
+        try:
+            self.storage.write(state, batch, keys)
+        finally:
+            self.spark.conf.set(BROADCAST, self.broadcast)
+        if self.plan.consumers:
+            self._sql("publish", batch=batch)
+        else:  # no MV reads the keys: the job is saved; one that reads this MV later from an older batch rebuilds
+            state.unpublished = batch
         self.phase("mv:published")
 
     def _write_chunks(self, batch: int, state: MvState, chunks: int) -> int:
@@ -462,6 +507,7 @@ class _Refresh:
         the next chunk. Returns the first chunk this try wrote."""
         done = int(state.chunked.get("done", 0)) if self.resume else 0
         self.span = chunks
+        self._adaptive(True)  # chunks are wide by definition
         for part in self.plan.parts:
             self._view(f"affected_all_p{part.index}", self.affected_parts[part.index])
         for chunk in range(done, chunks):
@@ -479,8 +525,8 @@ class _Refresh:
 
     def _changed_keys(self, batch: int, ranges: dict) -> dict[str, int]:
         """The changed keys of every input that moved, materialized together in one checkpoint
-        (each input's view selects its rows from it); their counts are read in one more query,
-        with the fingerprints of the snapshots taken for the commit."""
+        (each input's view selects its rows from it) by the one job that counts them and reads the
+        fingerprints of the snapshots taken for the commit."""
         from pyspark.sql import functions as F
 
         changed, frames = {input_id: 0 for input_id in self.plan.inputs}, {}
@@ -588,9 +634,14 @@ class _Refresh:
     def _spark_sql(self, text: str) -> None:
         self.spark.sql(text)
 
+    def _adaptive(self, on: bool) -> None:
+        self.spark.conf.set(ADAPTIVE, self.adaptive if on else "false")
+
     def _checkpoint(self, frame: "DataFrame") -> "DataFrame":
-        """Materialize a key set once, in Spark (not in the driver), so every later use sees the same keys."""
-        frame = frame.localCheckpoint(eager=True)
+        """A key set materialized once, in Spark (not in the driver), so every later use sees the
+        same keys. Lazily: the caller's next action reads every row of it (a count), which stores
+        it in the same job as the count."""
+        frame = frame.localCheckpoint(eager=False)
         self.frames.append(frame)
         return frame
 

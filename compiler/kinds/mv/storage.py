@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...parse import pretty
-from ...table_format import DELTA, delta_version
+from ...table_format import DELTA, delta_commit, delta_version
 from .plan import SLOTS, MvPlan, Derived, state_query
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ class MvState:
     version: int = -1  # delta: the table's version at the last commit
     chunked: dict = field(default_factory=dict)  # a chunked batch in progress: {batch, chunks, done}
     cluster_by: list = field(default_factory=list)  # delta: the clustering columns the table was given
+    unpublished: int = 0  # the last full build, when it published no keys (no MV read this one then)
 
     @classmethod
     def parse(cls, text: str) -> "MvState":
@@ -91,13 +92,17 @@ class Runner(Protocol):
     def sql(self, name: str, **args: Any) -> "DataFrame": ...
     def view(self, what: str, frame: "DataFrame") -> None: ...
     def save_state(self, state: MvState) -> None: ...
-    def publish_all(self, keys: "DataFrame", old: "DataFrame | None", batch: int, **args: Any) -> None: ...
+    def publish_all(self, keys: "DataFrame", old: "DataFrame | None", batch: int, **args: Any) -> int: ...
     @property
     def definition(self) -> str: ...
 
 
 class MvStorage(Protocol):
     """The format-specific part of an MV refresh."""
+
+    # Whether ``write`` needs adaptive execution (``compiler.kinds.mv.refresh.ADAPTIVE``) even when a
+    # key-driven batch runs without it (a few keys).
+    adaptive_write: bool
 
     def exists(self, state: MvState) -> bool:
         """Whether the stored MV the state describes is there (else the next batch rebuilds)."""
@@ -135,6 +140,8 @@ def _is_view(spark: "SparkSession", relation: str) -> bool | None:
 class ParquetStorage:
     """Base slots, a delta partitioned by batch, a merge-on-read view (see the module doc)."""
 
+    adaptive_write = False  # the write joins the sources to broadcast key sets: no runtime choice to make
+
     def __init__(self, run: Runner):
         self.run = run
 
@@ -168,16 +175,17 @@ class ParquetStorage:
         rows = self._write_base(slot)
         run.phase("mv:build-base-written")
         old = None
-        if self.exists(state) and state.definition == run.definition:
+        if run.plan.consumers and self.exists(state) and state.definition == run.definition:
             old = self._rows(state.slot).select(*run.plan.key)
-        run.publish_all(run.spark.table(self._table("base", slot)).select(*run.plan.key), old, batch,
-                        base_table=self._table("base", slot))
+        unpublished = run.publish_all(run.spark.table(self._table("base", slot)).select(*run.plan.key), old, batch,
+                                      base_table=self._table("base", slot))
         run.phase("mv:build-published")
-        if _is_view(run.spark, run.plan.relation) is False:  # the Delta format's table, when switching
+        # the Delta format's table, when switching (a state of this format's says there is none)
+        if not state.slot and _is_view(run.spark, run.plan.relation) is False:
             run.sql("drop_table")
         run.sql(f"view:{slot}")
         run.phase("mv:build-swapped")
-        return MvState(slot, rows, 0, run.definition)
+        return MvState(slot, rows, 0, run.definition, unpublished=unpublished)
 
     def _write_base(self, slot: str) -> int:
         base, delta = self._table("base", slot), self._table("delta", slot)
@@ -215,6 +223,10 @@ class ParquetStorage:
 
 class DeltaStorage:
     """One Delta table under the model's name, replaced by a build, merged into by a batch."""
+
+    # The MERGE joins its (materialized, so unsized) source to the whole table: only adaptive
+    # execution sees at run time that the source is small and broadcasts it instead of shuffling the table.
+    adaptive_write = True
 
     def __init__(self, run: Runner):
         self.run = run
@@ -263,20 +275,23 @@ class DeltaStorage:
         run.phase("mv:build-marked")
         # the old keys, resolved before the table is replaced (every key may have changed)
         old = self._as_of(state.version).select(*run.plan.key) \
-            if self.exists(state) and state.definition == run.definition else None
-        if _is_view(run.spark, self.relation):  # the parquet format's view, when switching
+            if run.plan.consumers and self.exists(state) and state.definition == run.definition else None
+        switching = state.version < 0 or bool(state.slot)  # the last state is not this format's: parquet's may be there
+        if switching and _is_view(run.spark, self.relation):  # the parquet format's view
             run.sql("drop_view")
         run.sql("build")
         if run.plan.cluster_by:  # CREATE … CLUSTER BY does not cluster what it writes; OPTIMIZE does
             run.sql("optimize")
         run.phase("mv:build-replaced")
-        for name in [n for n in run.derived.queries if n.startswith("drop:")]:  # the parquet format's tables
+        version, metrics = delta_commit(run.spark, self.relation)  # the rows from the commit's metrics: no count
+        rows = int(metrics["numOutputRows"]) if "numOutputRows" in metrics else run.spark.table(self.relation).count()
+        leftovers = [n for n in run.derived.queries if n.startswith("drop:")] if switching else []
+        for name in leftovers:  # the parquet format's tables
             run.sql(name)
-        run.publish_all(run.spark.table(self.relation).select(*run.plan.key), old, batch)
+        unpublished = run.publish_all(run.spark.table(self.relation).select(*run.plan.key), old, batch)
         run.phase("mv:build-published")
-        rows = run.spark.table(self.relation).count()
-        return MvState(base_rows=rows, definition=run.definition,
-                       version=delta_version(run.spark, self.relation), cluster_by=list(run.plan.cluster_by))
+        return MvState(base_rows=rows, definition=run.definition, version=version, unpublished=unpublished,
+                       cluster_by=list(run.plan.cluster_by))
 
     def write(self, state: MvState, batch: int, affected: int) -> None:
         metrics = self.run.sql("merge").first()  # Delta returns the MERGE's row counts (no job)
