@@ -13,13 +13,13 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
 import networkx as nx
 
 from . import failures
-from .compile import Manifest, Model
+from .compile import Manifest
 from .graph import model_id
 from .phases import PhaseHook, no_phase
 
