@@ -287,25 +287,39 @@ class Grid:
                     echo(f"grid: P5 {f} MV after {batch} batches: {point['mv_seconds']:.3f} s vs parquet copy "
                          f"{point['copy_seconds']:.3f} s = {point['ratio']:.2f}× ({point['mv_jobs']} vs "
                          f"{point['copy_jobs']} jobs{', COMPACTED' if compacted else ''}"
-                         f"{'' if point['same_rows'] else ', DIFFERENT ROWS'})")
+                         f"{'' if point['same_rows'] else ', DIFFERENT ROWS'})"
+                         + (f"; vs a plain Delta copy {point['delta_copy_seconds']:.3f} s = "
+                            f"{point['delta_copy_ratio']:.2f}×" if "delta_copy_seconds" in point else ""))
         return points
 
     def _read(self, relation: str, table_format: str) -> dict[str, Any]:
-        copy = f"bench_read.copy_{table_format}"
+        """The reader query on the MV, on a plain parquet copy of its rows and, for a Delta MV, on a
+        plain Delta copy (what the MV's own layout costs, apart from what Delta costs), alternated."""
         self.spark.sql("CREATE DATABASE IF NOT EXISTS bench_read")
-        self.spark.sql(f"DROP TABLE IF EXISTS {copy}")
-        self.spark.sql(f"CREATE TABLE {copy} USING parquet AS SELECT * FROM {relation}")
-        mv_times, copy_times, rows = [], [], {}
+        tables = {"mv": relation, "copy": f"bench_read.copy_{table_format}"}
+        if table_format == "delta":
+            tables["delta_copy"] = f"bench_read.delta_copy_{table_format}"
+        for label, table in tables.items():
+            if label != "mv":
+                self.spark.sql(f"DROP TABLE IF EXISTS {table}")
+                using = "delta" if label == "delta_copy" else "parquet"
+                self.spark.sql(f"CREATE TABLE {table} USING {using} AS SELECT * FROM {relation}")
+        times: dict[str, list[float]] = {label: [] for label in tables}
+        rows: dict[str, Any] = {}
         for _ in range(self.args.p5_runs):
-            for label, table, times in (("mv", relation, mv_times), ("copy", copy, copy_times)):
+            for label, table in tables.items():
                 rows[label], seconds, jobs = timed_jobs(
                     self.spark, lambda t=table: [tuple(r) for r in self.spark.sql(READ_QUERY.format(table=t)).collect()])
-                times.append(seconds)
+                times[label].append(seconds)
                 rows[f"{label}_jobs"] = jobs
-        mv, cp = statistics.median(mv_times), statistics.median(copy_times)
-        return {"mv_seconds": mv, "copy_seconds": cp, "ratio": mv / cp, "mv_times": mv_times, "copy_times": copy_times,
-                "mv_jobs": rows["mv_jobs"], "copy_jobs": rows["copy_jobs"], "same_rows": rows["mv"] == rows["copy"],
-                "rows": len(rows["mv"])}
+        median = {label: statistics.median(t) for label, t in times.items()}
+        found = {"mv_seconds": median["mv"], "copy_seconds": median["copy"], "ratio": median["mv"] / median["copy"],
+                 "mv_times": times["mv"], "copy_times": times["copy"], "mv_jobs": rows["mv_jobs"],
+                 "copy_jobs": rows["copy_jobs"], "same_rows": rows["mv"] == rows["copy"], "rows": len(rows["mv"])}
+        if "delta_copy" in tables:
+            found.update(delta_copy_seconds=median["delta_copy"], delta_copy_jobs=rows["delta_copy_jobs"],
+                         delta_copy_ratio=median["mv"] / median["delta_copy"])
+        return found
 
     # -- helpers ----------------------------------------------------------------------------------
     def _scan_inputs(self) -> None:

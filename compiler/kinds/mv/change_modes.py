@@ -44,7 +44,7 @@ from ...errors import Problem, RunError
 from ...state import Offset, StateStore
 from ...table_format import DELTA, delta_version, table_details
 from .decisions import Seen, input_range
-from .plan import BATCH, MvPlan, diffed
+from .plan import BATCH, Derived, MvPlan, bind_literal, diffed
 from .storage import MvState
 
 if TYPE_CHECKING:
@@ -74,6 +74,7 @@ class Batch(Protocol):
 
     spark: "SparkSession"
     plan: MvPlan
+    derived: Derived
     store: StateStore
     probe: Probe
     redo: bool
@@ -259,7 +260,7 @@ class Snapshots(ChangeMode):
         return run._sql(f"changes:{self.input_id}", last=int(last[0]), next=int(nxt[0]))
 
     def build(self, run: Batch, batch: int) -> None:
-        run._spark_sql(f"DROP TABLE IF EXISTS {self._snapshot}")
+        run._sql(f"drop_snapshot:{self.input_id}")
         run._sql(f"create_snapshot:{self.input_id}", batch=batch)
         run._sql(f"snapshot:{self.input_id}", batch=batch)
 
@@ -285,10 +286,8 @@ class Snapshots(ChangeMode):
         stale = {int(last[0])} if last and tuple(last) != tuple(nxt) else set()
         if run.redo:
             stale.add(batch)
-        stale = sorted(stale - {int(nxt[0])})
-        if stale:
-            partitions = ", ".join(f"PARTITION ({BATCH} = {n})" for n in stale)
-            run._spark_sql(f"ALTER TABLE {self._snapshot} DROP IF EXISTS {partitions}")
+        for old in sorted(stale - {int(nxt[0])}):
+            run._spark_sql(bind_literal(run.derived[f"drop_snapshot_batch:{self.input_id}"], "batch", old))
 
     @property
     def _snapshot(self) -> str:

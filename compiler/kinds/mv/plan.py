@@ -28,6 +28,7 @@ creates them); physical tables are bound through ``IDENTIFIER(:param)`` markers.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterable
 
@@ -1136,6 +1137,7 @@ def derived(manifest: "Manifest", model: "Model") -> Derived:
 def derive(plan: MvPlan) -> Derived:
     """All derived SQL of an MV, deterministic and pretty (Spark dialect)."""
     q: dict[str, str] = {}
+    q["create_schema"] = f"CREATE DATABASE IF NOT EXISTS {plan.relation.split('.')[0]}"
     q["full"] = pretty(full_query(plan))
     q["refresh"] = pretty(refresh_query(plan))
     for input_id, info in plan.inputs.items():
@@ -1149,6 +1151,9 @@ def derive(plan: MvPlan) -> Derived:
             q[f"create_snapshot:{input_id}"] = (f"CREATE TABLE {snapshot}\nUSING parquet\nPARTITIONED BY ({BATCH})\nAS\n"
                                                 f"{select}\nLIMIT 0")
             q[f"snapshot:{input_id}"] = f"INSERT OVERWRITE TABLE {snapshot} PARTITION ({BATCH})\n{select}"
+            q[f"drop_snapshot:{input_id}"] = f"DROP TABLE IF EXISTS {snapshot}"
+            # a partition spec takes a literal only: the runner binds the batch into the text (bind_literal)
+            q[f"drop_snapshot_batch:{input_id}"] = f"ALTER TABLE {snapshot} DROP IF EXISTS PARTITION ({BATCH} = :batch)"
         for part in plan.parts:
             query = key_query(plan, input_id, part)
             if query is not None:
@@ -1162,6 +1167,7 @@ def derive(plan: MvPlan) -> Derived:
     for part in plan.parts:
         q[f"chunk:p{part.index}"] = pretty(chunk_query(plan, part))
     q["keys"] = pretty(affected_keys_query(plan))
+    q["drop_changes"] = f"DROP TABLE IF EXISTS {plan.table_name('changes')}"
     (_derive_delta if delta else _derive_parquet)(plan, q)
     return Derived(q)
 
@@ -1174,7 +1180,7 @@ def _derive_delta(plan: MvPlan, q: dict[str, str]) -> None:
     # a changed cluster_by: a metadata-only commit, then "optimize" clusters the files (rows stay)
     q["cluster_by"] = f"ALTER TABLE {plan.relation} {cluster_clause(plan.cluster_by)}"
     q["merge"] = merge_statement(plan)
-    # Delta's parser takes a literal only here: the runner binds the (integer) version into the text.
+    # Delta's parser takes a literal only here: the runner binds the version into the text (bind_literal).
     q["restore"] = f"RESTORE TABLE {plan.relation} TO VERSION AS OF :version"
     q["optimize"] = f"OPTIMIZE {plan.relation}"
     q["create_changes"] = _create_changes(plan, plan.relation)
@@ -1189,18 +1195,41 @@ def _derive_delta(plan: MvPlan, q: dict[str, str]) -> None:
 def _derive_parquet(plan: MvPlan, q: dict[str, str]) -> None:
     """A parquet MV: base slots a/b, a delta partitioned by batch, a merge-on-read view."""
     base, delta = "IDENTIFIER(:base_table)", "IDENTIFIER(:delta_table)"
+    q["drop_base"] = f"DROP TABLE IF EXISTS {base}"
+    q["drop_delta"] = f"DROP TABLE IF EXISTS {delta}"
     q["build_base"] = f"CREATE TABLE {base}\nUSING parquet\nAS\n{q['full']}"
     q["create_delta"] = (f"CREATE TABLE {delta}\nUSING parquet\nPARTITIONED BY ({BATCH})\nAS\n"
                          f"SELECT b.*, FALSE AS {DELETED}, CAST(0 AS BIGINT) AS {BATCH}\nFROM {base} AS b\nLIMIT 0")
     q["write_delta"] = f"INSERT OVERWRITE TABLE {delta} PARTITION ({BATCH})\n{pretty(delta_query(plan))}"
+    # a batch of few keys as one file: readers open each delta file on every query
+    one_file = delta_query(plan)
+    one_file.set("hint", exp.Hint(expressions=[exp.Anonymous(this="COALESCE", expressions=[exp.Literal.number(1)])]))
+    q["write_delta_small"] = f"INSERT OVERWRITE TABLE {delta} PARTITION ({BATCH})\n{pretty(one_file)}"
     q["create_changes"] = _create_changes(plan, base)
     q["publish"] = _publish(plan)
+    # the size of the delta, so that readers' plans broadcast a small one instead of shuffling the base
+    q["delta_stats"] = f"ANALYZE TABLE {delta} COMPUTE STATISTICS NOSCAN"
     for slot in SLOTS:
         visible = pretty(state_query(plan, columns=plan.columns, slot=slot))
         q[f"view:{slot}"] = f"CREATE OR REPLACE VIEW {plan.relation} AS\n{visible}"
+        # an empty delta (after a build or a compaction): readers read the base alone, no merge
+        plain = pretty(exp.select(*[exp.column(c, "b") for c in plan.columns])
+                       .from_(_table(plan.table_name(f"base_{slot}"), "b")))
+        q[f"plain:{slot}"] = f"CREATE OR REPLACE VIEW {plan.relation} AS\n{plain}"
     q["compact"] = f"CREATE TABLE {base}\nUSING parquet\nAS\nSELECT *\nFROM {plan.view_name('current')}"
     # the Delta format's table, when a model switches to parquet (its view takes the name)
     q["drop_table"] = f"DROP TABLE IF EXISTS {plan.relation}"
+
+
+def bind_literal(text: str, name: str, value: int) -> str:
+    """``text`` with the marker ``:name`` replaced by the integer ``value``, for the few statements
+    whose grammar takes a literal only where a parameter is wanted (a partition spec, Delta's
+    ``RESTORE``); an integer cannot inject anything.
+
+    >>> bind_literal("RESTORE TABLE t TO VERSION AS OF :version", "version", 7)
+    'RESTORE TABLE t TO VERSION AS OF 7'
+    """
+    return re.sub(rf":{name}\b", str(int(value)), text)
 
 
 def _publish(plan: MvPlan) -> str:

@@ -320,7 +320,7 @@ class _Refresh:
         if forced is not None:
             self.echo(f"{self.plan.name}: {forced.reason}, a full build ({forced.words()})")
             self.phase("mv:fanout-guard")
-        self._spark_sql(f"CREATE DATABASE IF NOT EXISTS {self.plan.relation.split('.')[0]}")
+        self._sql("create_schema")
         outcome = self._build(batch, state, ranges, reason, forced) if reason is not None \
             else self._refresh(batch, state, ranges)
         outcome.redo, outcome.covered = self.redo, self._covers()
@@ -418,7 +418,7 @@ class _Refresh:
         the MVs that read this one (``MvPlan.consumers``). With none, only the empty table later
         batches publish into is made, and the build's batch is returned (``MvState.unpublished``:
         an MV that reads this one from an older batch must rebuild); else 0."""
-        self._spark_sql(f"DROP TABLE IF EXISTS {self.plan.table_name('changes')}")
+        self._sql("drop_changes")
         self._sql("create_changes", **args)
         if not self.plan.consumers:
             return batch

@@ -6,7 +6,10 @@ same way for both formats; a storage writes what it computed:
 - ``ParquetStorage`` (``table_format: parquet``): base tables in slots a/b, a delta table
   partitioned by batch, and a merge-on-read view under the model's name; a batch writes its
   recomputed rows and tombstones into its own delta partition (a redo overwrites it);
-  compaction writes a new base into the idle slot and swaps the view (blue/green).
+  compaction writes a new base into the idle slot and swaps the view (blue/green). While the
+  delta is empty (after a build or a compaction) the view reads the base alone; the first write
+  puts the merge back. The delta's size is kept in the catalog (``ANALYZE … NOSCAN``) so that a
+  reader's plan broadcasts a small delta instead of shuffling the base.
 - ``DeltaStorage`` (``table_format: delta``): one Delta table under the model's name, with
   the MV's columns and its hidden key columns (``_mvflow_k_*``: readers see them; lineage and
   docs leave them out). A build is ``CREATE OR REPLACE TABLE … AS``; a batch is one ``MERGE``
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ...parse import pretty
 from ...table_format import DELTA, delta_commit, delta_version
-from .plan import SLOTS, MvPlan, Derived, state_query
+from .plan import SLOTS, Derived, MvPlan, bind_literal, state_query
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -137,6 +140,10 @@ def _is_view(spark: "SparkSession", relation: str) -> bool | None:
     return spark.catalog.getTable(relation).tableType == "VIEW"
 
 
+# A batch of up to this many affected keys writes its delta partition as one file (one task).
+SMALL_WRITE_KEYS = 100_000
+
+
 class ParquetStorage:
     """Base slots, a delta partitioned by batch, a merge-on-read view (see the module doc)."""
 
@@ -183,20 +190,27 @@ class ParquetStorage:
         # the Delta format's table, when switching (a state of this format's says there is none)
         if not state.slot and _is_view(run.spark, run.plan.relation) is False:
             run.sql("drop_table")
-        run.sql(f"view:{slot}")
+        run.sql(f"plain:{slot}")
         run.phase("mv:build-swapped")
         return MvState(slot, rows, 0, run.definition, unpublished=unpublished)
 
     def _write_base(self, slot: str) -> int:
         base, delta = self._table("base", slot), self._table("delta", slot)
-        self.run.spark.sql(f"DROP TABLE IF EXISTS {base}")
-        self.run.spark.sql(f"DROP TABLE IF EXISTS {delta}")
+        self.run.sql("drop_base", base_table=base)
+        self.run.sql("drop_delta", delta_table=delta)
         self.run.sql("build_base", base_table=base)
         self.run.sql("create_delta", base_table=base, delta_table=delta)
         return self.run.spark.table(base).count()
 
     def write(self, state: MvState, batch: int, affected: int) -> None:
-        self.run.sql("write_delta", delta_table=self._table("delta", state.slot), batch=batch)
+        """Write the batch's rows as its delta partition; readers see them at once, through the
+        merge-on-read view (put back here when a build or a compaction left a plain one)."""
+        delta = self._table("delta", state.slot)
+        small = 0 < affected <= SMALL_WRITE_KEYS  # a chunk passes 0
+        self.run.sql("write_delta_small" if small else "write_delta", delta_table=delta, batch=batch)
+        self.run.sql("delta_stats", delta_table=delta)
+        if not state.delta_rows:
+            self.run.sql(f"view:{state.slot}")
         self.run.phase("mv:delta-written")
         state.delta_rows += affected
 
@@ -206,14 +220,14 @@ class ParquetStorage:
         slot = SLOTS[1] if state.slot == SLOTS[0] else SLOTS[0]
         base, delta = self._table("base", slot), self._table("delta", slot)
         run.view("current", self._rows(state.slot))
-        run.spark.sql(f"DROP TABLE IF EXISTS {base}")
-        run.spark.sql(f"DROP TABLE IF EXISTS {delta}")
+        run.sql("drop_base", base_table=base)
+        run.sql("drop_delta", delta_table=delta)
         run.sql("compact", base_table=base)
         run.sql("create_delta", base_table=base, delta_table=delta)
         run.phase("mv:compaction-written")
         run.save_state(replace(state, swapping=slot))
         run.phase("mv:compaction-marked")
-        run.sql(f"view:{slot}")
+        run.sql(f"plain:{slot}")
         run.phase("mv:compaction-swapped")
         state.slot, state.base_rows, state.delta_rows = slot, run.spark.table(base).count(), 0
         run.save_state(state)
@@ -250,8 +264,7 @@ class DeltaStorage:
         """A crashed try may have merged keys the redo does not find again (a dictionary edit
         undone since): restore the table to the version of the last commit first."""
         if self.exists(state) and delta_version(self.run.spark, self.relation) != state.version:
-            text = self.run.derived["restore"]
-            self.run.spark.sql(text.replace(":version", str(int(state.version))))  # a literal only: see derive
+            self.run.spark.sql(bind_literal(self.run.derived["restore"], "version", state.version))
 
     def align(self, state: MvState) -> None:
         """A changed ``cluster_by``: ``ALTER TABLE … CLUSTER BY`` (a metadata-only Delta commit) and an
