@@ -1216,6 +1216,7 @@ def _derive_parquet(plan: MvPlan, q: dict[str, str]) -> None:
         plain = pretty(exp.select(*[exp.column(c, "b") for c in plan.columns])
                        .from_(_table(plan.table_name(f"base_{slot}"), "b")))
         q[f"plain:{slot}"] = f"CREATE OR REPLACE VIEW {plan.relation} AS\n{plain}"
+    q["state"] = pretty(state_query(plan))  # the current rows with their hidden keys, what a compaction keeps
     q["compact"] = f"CREATE TABLE {base}\nUSING parquet\nAS\nSELECT *\nFROM {plan.view_name('current')}"
     # the Delta format's table, when a model switches to parquet (its view takes the name)
     q["drop_table"] = f"DROP TABLE IF EXISTS {plan.relation}"

@@ -26,9 +26,8 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ...parse import pretty
 from ...table_format import DELTA, delta_commit, delta_version
-from .plan import SLOTS, Derived, MvPlan, bind_literal, state_query
+from .plan import SLOTS, Derived, MvPlan, bind_literal
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -160,7 +159,7 @@ class ParquetStorage:
 
     def _rows(self, slot: str) -> "DataFrame":
         """The MV's current rows with their hidden key columns (what a compaction keeps)."""
-        return self.run.spark.sql(pretty(state_query(self.run.plan)), args=self._args(slot))
+        return self.run.sql("state", **self._args(slot))
 
     def exists(self, state: MvState) -> bool:
         return bool(state.slot) and self.run.spark.catalog.tableExists(self._table("base", state.slot))
