@@ -109,8 +109,22 @@ def table_properties(info: dict[str, str] | None) -> dict[str, str]:
 
 
 def delta_version(spark: "SparkSession", relation: str) -> int:
-    """The newest committed version of a Delta table (one small read of its log)."""
-    return delta_commit(spark, relation)[0]
+    """The newest committed version of a Delta table (``-1`` without history), as Delta's
+    transaction log in the JVM knows it after listing the log: no Spark job, ~10 ms, where
+    ``DESCRIBE HISTORY`` runs two (~0.3 s) and a batch asks it of every Delta input. ``DeltaLog``
+    is Delta's internal API: should it change, the answer comes from ``DESCRIBE HISTORY``."""
+    try:
+        return _log_version(spark, relation)
+    except Exception:  # noqa: BLE001 - the SQL below answers (or raises the user-facing error)
+        return delta_commit(spark, relation)[0]
+
+
+def _log_version(spark: "SparkSession", relation: str) -> int:
+    jvm, session = spark._jvm, spark._jsparkSession  # type: ignore[attr-defined]
+    table = session.sessionState().sqlParser().parseTableIdentifier(relation)
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(session, table)
+    none = jvm.scala.Option.empty()
+    return int(log.update(False, none, none).version())
 
 
 def delta_commit(spark: "SparkSession", relation: str) -> tuple[int, dict[str, str]]:

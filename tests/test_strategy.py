@@ -14,7 +14,7 @@ from compiler.kinds import KindError, MvKind, create_kind
 from compiler.kinds.mv.decisions import Seen, input_range, new_input, rebuild_reason, up_to_date
 from compiler.project import load_project
 from compiler.state import SqliteStateStore, StepLogRow
-from compiler.kinds.mv.strategy import (CHUNKED, FULL, INCREMENTAL, Run, after_keys, before_keys, chunk_count, cost_model,
+from compiler.kinds.mv.strategy import (CHUNKED, FULL, INCREMENTAL, Run, after_keys, before_changes, before_keys, chunk_count, cost_model,
                                not_due_until, not_due_words, runs)
 
 T0 = datetime(2026, 1, 1, 10, 0, tzinfo=timezone.utc)
@@ -60,7 +60,8 @@ def test_forced_strategies_ignore_the_estimates():
     assert after_keys(MvKind(strategy="full"), 1, 100_000, HISTORY).strategy == FULL
     forced = after_keys(MvKind(strategy="chunked", chunk_keys=2), 7, 100, [])
     assert (forced.strategy, forced.chunks) == (CHUNKED, 4)
-    assert before_keys(MvKind(strategy="full"), {"o": 1}, ["o"], 100, []).strategy == FULL
+    assert before_changes(MvKind(strategy="full"), 100, []).strategy == FULL
+    assert before_changes(MvKind(strategy="incremental"), 100, HISTORY).strategy is None
     assert before_keys(MvKind(strategy="incremental"), {"o": 10**6}, ["o"], 100, HISTORY).strategy is None
 
 
@@ -71,7 +72,15 @@ def test_without_a_recorded_build_the_fanout_guard_decides():
     assert before_keys(MvKind(), {"o": 3, "c": 90_000}, ["o"], 100_000, []).strategy is None  # c is no main input
 
 
-def test_first_decision_point_builds_at_once_only_when_clearly_wide():
+def test_a_small_mv_whose_refresh_costs_more_than_a_build_builds_before_any_key():
+    small = [Run(FULL, 3.0, 10_000, 10_000), Run(INCREMENTAL, 5.0, 20, 10_000), Run(INCREMENTAL, 6.0, 200, 10_000)]
+    decision = before_changes(MvKind(), 10_000, small)
+    assert decision.strategy == FULL and decision.estimates[INCREMENTAL] > decision.estimates[FULL]
+    assert before_changes(MvKind(), 10_000_000, small).strategy is None  # grown past the break-even: keys decide
+    assert before_changes(MvKind(), 10_000, small[:1]).strategy is None  # only a prior: measure a refresh first
+
+
+def test_second_decision_point_builds_at_once_only_when_clearly_wide():
     assert before_keys(MvKind(), {"o": 95_000}, ["o"], 100_000, HISTORY).strategy == FULL
     assert before_keys(MvKind(), {"o": 60_000}, ["o"], 100_000, HISTORY).strategy is None  # maybe chunked
 

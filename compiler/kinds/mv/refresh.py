@@ -306,11 +306,11 @@ class _Refresh:
         batch = int(offset.next[0]) if offset.in_flight else int(offset.last[0]) + 1 if offset.last else 1
         self.history = history(self.store, self.plan.topic())
         forced = None
-        if reason is None and _kind(self.kind).strategy == FULL:  # decided without the changed keys
-            forced = strategy.before_keys(_kind(self.kind), {}, [], state.base_rows, self.history)
-            reason = forced.reason
         if reason is None and self.redo and state.chunked.get("batch") == batch:
             self.resume, self.span = True, int(state.chunked["chunks"])
+        elif reason is None:  # decided without any key: config(strategy='full'), or a small MV
+            forced = strategy.before_changes(_kind(self.kind), state.base_rows, self.history)
+            reason, forced = (forced.reason, forced) if forced.strategy == FULL else (None, None)
         self.store.set_next(self.leases[self.plan.topic()], (batch,), self.now())
         ranges = self._plan_ranges(batch, fresh=reason is not None)
         if reason is None and new_input(ranges):

@@ -18,10 +18,12 @@ A chunked batch of ``n`` chunks counts as ``n`` refreshes of ``keys / n`` keys e
 after the first is estimated at ``CHUNK_FIXED_SHARE`` of a refresh's fixed cost (the changed and
 affected keys are found once per batch, not per chunk).
 
-Two decision points per batch: ``before_keys`` (the changed-key counts are known: a change
-clearly wider than a full build's break-even goes straight to a full build, without finding the
-affected keys) and ``after_keys`` (the affected keys are known: the old fan-out guard, now
-cost-based). ``not_due_until`` is ``min_interval``.
+Three decision points per batch, each cheaper to reach than the next: ``before_changes`` (the
+probe saw changes; a model whose refresh by key costs more than a full build even for one key,
+a small MV, builds without finding any key), ``before_keys`` (the changed-key counts are known: a
+change clearly wider than a full build's break-even goes straight to a full build, without
+finding the affected keys) and ``after_keys`` (the affected keys are known: the old fan-out guard,
+now cost-based). ``not_due_until`` is ``min_interval``.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class CostModel:
     per_row: float | None
     refresh_from: str
     build_from: str
+    refreshes: int = 0  # recorded refreshes by key the fit used (0: the refresh costs are a prior)
 
     def incremental(self, keys: int) -> float | None:
         if self.refresh_fixed is None or self.per_key is None:
@@ -163,12 +166,40 @@ def cost_model(history: Sequence[Run], fanout_threshold: float = 0.2) -> CostMod
     else:
         refresh_fixed = per_key = None
         refresh_from = "no refresh recorded"
-    return CostModel(refresh_fixed, per_key, build_fixed, per_row, refresh_from, build_from)
+    return CostModel(refresh_fixed, per_key, build_fixed, per_row, refresh_from, build_from, len(keyed))
+
+
+def before_changes(kind: MvKind, rows: int, history: Sequence[Run]) -> Decision:
+    """The first decision point: the probe saw changes, no key is known yet. ``config(strategy=
+    'full')`` builds; ``auto`` builds when the cost model says a refresh of a single key costs more
+    than a full build (its fixed cost alone: the probe, the key queries and the write's jobs
+    outweigh rebuilding a small MV), so a small MV pays neither the changed nor the affected keys.
+    Its refresh estimate then stays as last measured until the MV grows past the break-even.
+
+    >>> runs = [Run("full", 3.0, 10_000, 10_000), Run("incremental", 5.0, 20, 10_000)]
+    >>> before_changes(MvKind(), 10_000, runs).words()
+    'full build: est. 3.0 s vs incremental 5.0 s'
+    >>> before_changes(MvKind(), 1_000_000, runs).strategy is None  # 1M rows: est. 300 s
+    True
+    >>> before_changes(MvKind(strategy="full"), 10, []).reason
+    "config(strategy='full')"
+    >>> before_changes(MvKind(), 10_000, runs[:1]).strategy is None  # no refresh measured yet
+    True
+    """
+    model = cost_model(history, kind.fanout_threshold)
+    full = model.full(rows)
+    if kind.strategy == FULL:
+        return Decision(FULL, "config(strategy='full')", None, rows, {FULL: full})
+    one = model.incremental(1)
+    if kind.strategy != "auto" or full is None or one is None or one <= full or not model.refreshes:
+        return Decision(None, "decided on the changed keys")
+    return Decision(FULL, f"a refresh by key costs more than a full build of {rows:,} rows", None, rows,
+                    {FULL: full, INCREMENTAL: one})
 
 
 def before_keys(kind: MvKind, changed: Mapping[str, int], main_inputs: Sequence[str], rows: int,
                 history: Sequence[Run]) -> Decision:
-    """The first decision point: the changed keys per input are known, the affected MV keys not
+    """The second decision point: the changed keys per input are known, the affected MV keys not
     yet. Every changed key of a main input is an affected key, so their count is a lower bound:
     when even that many keys cost more by key than a full build, build at once.
 
@@ -177,12 +208,8 @@ def before_keys(kind: MvKind, changed: Mapping[str, int], main_inputs: Sequence[
     'full build: est. 8.7 s vs incremental 27.7 s (60,000 of 100,000 keys)'
     >>> before_keys(MvKind(), {"d.offers": 600}, ["d.offers"], 100_000, runs).strategy is None
     True
-    >>> before_keys(MvKind(strategy="full"), {"d.offers": 1}, ["d.offers"], 100_000, runs).reason
-    "config(strategy='full')"
     """
     lower = max([changed.get(i, 0) for i in main_inputs] or [0])
-    if kind.strategy == FULL:
-        return Decision(FULL, "config(strategy='full')", None, rows, {FULL: cost_model(history, kind.fanout_threshold).full(rows)})
     if kind.strategy != "auto":
         return Decision(None, f"config(strategy={kind.strategy!r}): decided on the affected keys")
     model = cost_model(history, kind.fanout_threshold)
@@ -198,7 +225,7 @@ def before_keys(kind: MvKind, changed: Mapping[str, int], main_inputs: Sequence[
 
 
 def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run]) -> Decision:
-    """The second decision point: the affected MV keys are known.
+    """The third decision point: the affected MV keys are known.
 
     ``auto`` takes the cheaper estimate of a full build and a refresh by key; by key, a wide
     change (more than ``fanout_threshold`` of the rows, or more than ``chunk_keys`` keys) goes in
