@@ -1,8 +1,9 @@
 """MV models: the shape of an ``mv`` SELECT and everything mvflow derives from it (pure).
 
 An ``mv`` is ``SELECT … FROM main m [INNER|LEFT] JOIN x ON … [WHERE …]``, or several such
-parts combined with ``UNION ALL`` (each with its own main source and a constant
-discriminator column in the key). Every join binds the joined input's whole primary key
+parts combined with ``UNION ALL`` (each with its own main source, and either a constant
+discriminator column in the key or a key computed one-to-one from the part's main key, e.g.
+``100000000 + m.id``, whose ranges the parts keep apart). Every join binds the joined input's whole primary key
 (to columns of inputs joined before it, or to literals), so one main row gives at most one
 MV row and the MV's unique key is the main source's primary key (per part), possibly
 computed from main key columns.
@@ -111,7 +112,18 @@ class Part:
     key_exprs: tuple[exp.Expression, ...]  # per MV key column, over the main alias
     main_key_columns: tuple[str, ...]  # per main key column, the MV column (visible or hidden) holding it
     hidden: tuple[tuple[str, exp.Expression], ...]  # hidden columns this part fills
-    discriminator: tuple[str, exp.Expression] | None = None
+    # How the MV rows of this part are told from the other parts': (column, constant) is a literal
+    # discriminator; (column, None) is the part's own hidden main key column, set only in its rows.
+    discriminator: tuple[str, exp.Expression | None] | None = None
+
+    def rows_condition(self, alias: str) -> exp.Expression | None:
+        """The condition on MV rows (as ``alias``) that selects this part's rows (None: one part)."""
+        if self.discriminator is None:
+            return None
+        column, value = self.discriminator
+        if value is None:
+            return exp.not_(exp.column(column, alias).is_(exp.null()))
+        return exp.column(column, alias).eq(value.copy())
 
     def link(self, alias: str) -> Link:
         return next(link for link in self.links if link.alias == alias)
@@ -458,8 +470,8 @@ class _Analyzer:
             part = self._part(index, select, info, links[index], key_positions, columns, len(selects))
             if part is not None:
                 parts.append(part)
-        if len(selects) > 1:
-            self._check_discriminator(selects, key_positions)
+        if len(parts) > 1 and len(parts) == len(selects):
+            self._check_discriminator(parts, key_positions)
         return parts, key, columns
 
     def _links(self, select: exp.Select, info: dict) -> list[Link]:
@@ -514,8 +526,10 @@ class _Analyzer:
             disc = _discriminator_position(selects)
             if disc is None:
                 self.problem(selects[1], "mv-union-discriminator",
-                             "UNION ALL parts need a constant column with a different value in each part",
-                             "add e.g. 'offer' AS kind to the first part and 'promo' AS kind to the second")
+                             "UNION ALL parts need a constant column with a different value in each part, or a "
+                             "unique_key computed from each part's main key into its own range",
+                             "add e.g. 'offer' AS kind to the first part and 'promo' AS kind to the second, or select "
+                             "e.g. 100000000 + m.id AS id in one part, 200000000 + m.id AS id in the other and set unique_key='id'")
                 return None
             positions.append(disc)
         select, info = selects[0], resolved[0]
@@ -546,6 +560,12 @@ class _Analyzer:
                              f"({', '.join(f'{main_alias}.{k}' for k in main_key)})",
                              "a key column is a main key column, an expression of main key columns only, or a constant")
                 return None
+            if refs and not _one_to_one(expr):
+                self.problem(select.expressions[position], "mv-key-not-derivable",
+                             f"key column '{columns[position]}' = {expr.sql(dialect='spark')} is not one-to-one with the "
+                             "main key: two main rows could get the same MV key",
+                             "compute the key with casts, concatenation and adding or multiplying constants only")
+                return None
             covered |= {c.name.lower() for c in refs}
             key_exprs.append(expr)
         if not covered >= set(main_key):
@@ -555,25 +575,40 @@ class _Analyzer:
             return None
         prefix = f"{HIDDEN_PREFIX}k{index if parts > 1 else ''}_"
         hidden = [(f"{prefix}{link.alias}_{k}", col) for link in links for k, col in link.bound]
+        literal = next((p for p in key_positions if _is_literal(_unalias(select.expressions[p]))), None) if parts > 1 else None
+        own_columns = parts > 1 and literal is None  # the part's rows are told apart by its own main key columns
         main_cols = []
         for k in main_key:
-            found = next((columns[i] for i, e in enumerate(select.expressions) if _is_column_of(e, main_alias, k)), None)
+            found = None if own_columns else \
+                next((columns[i] for i, e in enumerate(select.expressions) if _is_column_of(e, main_alias, k)), None)
             if found is None:
                 found = f"{HIDDEN_PREFIX}m{index if parts > 1 else ''}_{k}"
                 hidden.append((found, exp.column(k, main_alias)))
             main_cols.append(found)
         discriminator = None
-        if parts > 1:
-            position = next(p for p in key_positions if _is_literal(_unalias(select.expressions[p])))
-            discriminator = (columns[position], _unalias(select.expressions[position]))
+        if literal is not None:
+            discriminator = (columns[literal], _unalias(select.expressions[literal]))
+        elif own_columns:
+            discriminator = (main_cols[0], None)
         return Part(index, select, main_alias, main.id, main_key, tuple(links), tuple(key_exprs), tuple(main_cols),
                     tuple(hidden), discriminator)
 
-    def _check_discriminator(self, selects: list[exp.Select], key_positions: list[int]) -> None:
-        if not any(_distinct_literals(selects, p) for p in key_positions):
-            self.problem(selects[1], "mv-union-discriminator",
-                         "the key of a UNION ALL mv needs a constant column with a different value in each part",
-                         "add e.g. 'offer' AS kind to each part and to unique_key")
+    def _check_discriminator(self, parts: list[Part], key_positions: list[int]) -> None:
+        """Parts without a constant discriminator in the key must compute their keys differently
+        (into their own ranges): parts that compute them alike would give one key to two rows."""
+        if any(_distinct_literals([p.select for p in parts], position) for position in key_positions):
+            return
+        seen: dict[str, Part] = {}
+        for part in parts:
+            shape = ", ".join(_without_alias(e).sql(dialect="spark") for e in part.key_exprs)
+            if shape in seen:
+                self.problem(part.select, "mv-union-discriminator",
+                             f"UNION ALL parts {seen[shape].index} and {part.index} compute the key the same way ({shape}): "
+                             "a key could belong to a row of each",
+                             "add a constant column with a different value in each part (e.g. 'offer' AS kind) to "
+                             "unique_key, or map each part's key into its own range (e.g. 100000000 + m.id)")
+                return
+            seen[shape] = part
 
     def _assemble(self, parts: list[Part], key: tuple[str, ...], columns: list[str]) -> MvPlan:
         hidden = tuple(name for part in parts for name, _ in part.hidden)
@@ -654,6 +689,38 @@ def _distinct_literals(selects: list[exp.Select], position: int) -> bool:
             return False
         values.append(node.sql(dialect="spark"))
     return len(set(values)) == len(values)
+
+
+def _one_to_one(node: exp.Expression) -> bool:
+    """Whether an expression of key columns gives different values for different keys: columns,
+    casts, concatenation, and adding, subtracting or multiplying a non-zero constant.
+
+    >>> from sqlglot import parse_one
+    >>> [_one_to_one(parse_one(e, read="spark")) for e in ("100000000 + CAST(m.id AS BIGINT)", "CONCAT('o-', m.id)",
+    ...                                                      "m.id % 10", "m.id * 0", "-m.id")]
+    [True, True, False, False, True]
+    """
+    if isinstance(node, (exp.Column, exp.Literal)) or _is_literal(node):
+        return True
+    if isinstance(node, (exp.Paren, exp.Cast, exp.Neg)):
+        return _one_to_one(node.this)
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
+        sides = [node.this, node.expression]
+        constant = [side for side in sides if _is_literal(side)]
+        if len(constant) != 1 or (isinstance(node, exp.Mul) and constant[0].sql() in ("0", "0.0")):
+            return False
+        return all(_one_to_one(side) for side in sides)
+    if isinstance(node, (exp.Concat, exp.DPipe)):
+        return all(_one_to_one(e) for e in node.expressions or [node.this, node.expression])
+    return False
+
+
+def _without_alias(node: exp.Expression) -> exp.Expression:
+    """The expression with its columns' table aliases removed (to compare parts)."""
+    copy = node.copy()
+    for column in copy.find_all(exp.Column):
+        column.set("table", None)
+    return copy
 
 
 def _discriminator_position(selects: list[exp.Select]) -> int | None:
@@ -793,9 +860,8 @@ def _stored_select(plan: MvPlan, part: Part) -> exp.Select:
     """The part's main keys FROM the stored MV rows (of the part, when a discriminator tells them apart)."""
     select = exp.select(*[exp.alias_(exp.column(c, "s"), k) for k, c in zip(part.main_key, part.main_key_columns)])
     select = select.from_(_table(plan.view_name("stored"), "s"))
-    if part.discriminator is not None:
-        select = select.where(exp.column(part.discriminator[0], "s").eq(part.discriminator[1].copy()), copy=False)
-    return select
+    mine = part.rows_condition("s")
+    return select.where(mine, copy=False) if mine is not None else select
 
 
 def _stored_condition(plan: MvPlan, part: Part, link: Link) -> exp.Expression:
@@ -1272,7 +1338,8 @@ def explain(plan: MvPlan, notes: Iterable[str] = ()) -> str:
              f"  unique key: {', '.join(plan.key)}",
              f"  hidden key columns: {', '.join(plan.hidden) or '(none)'}", *notes]
     for part in plan.parts:
-        disc = f", discriminator {part.discriminator[0]} = {part.discriminator[1].sql(dialect='spark')}" if part.discriminator else ""
+        mine = part.rows_condition("mv")
+        disc = f", its rows: {mine.sql(dialect='spark')}" if mine is not None else ""
         lines.append(f"  part {part.index}: main {part.main_input} AS {part.main_alias} (key {', '.join(part.main_key)}){disc}")
         for link in part.links:
             how = ", ".join([f"{k} = {c.sql(dialect='spark')}" for k, c in link.bound] +
