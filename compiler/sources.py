@@ -12,7 +12,7 @@ from .yamlfile import LineDict, check_keys, load_yaml
 
 _FILE_KEYS = {"sources"}
 _SOURCE_KEYS = {
-    "name", "database", "description", "primary_key", "columns", "position", "changes",
+    "name", "database", "description", "primary_key", "unique", "columns", "position", "changes",
     "dictionary", "deleted", "delay", "depends_on", "tags",
 }
 _CHANGES_KEYS = {"table", "position"}
@@ -64,6 +64,7 @@ class Source:
     delay_seconds: int = 0
     depends_on: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    unique: tuple[tuple[str, ...], ...] = ()  # alternate unique keys: a join binding one is one-to-one
 
     @property
     def id(self) -> str:
@@ -88,6 +89,7 @@ class Source:
             "line": self.line,
             "description": self.description,
             "primary_key": list(self.primary_key),
+            "unique": [list(u) for u in self.unique],
             "change_mode": self.change_mode,
             "position": list(self.position),
             "changes": {"table": self.changes.table, "position": list(self.changes.position)} if self.changes else None,
@@ -165,6 +167,17 @@ def _names(value: Any) -> tuple[str, ...] | None:
     return None
 
 
+def _unique(value: Any) -> tuple[tuple[str, ...], ...] | None:
+    """
+    >>> _unique([["a_id"], "x, y"]), _unique("a_id"), _unique([[]])
+    ((('a_id',), ('x', 'y')), None, None)
+    """
+    if not isinstance(value, list):
+        return None
+    keys = tuple(_names(item) for item in value)
+    return keys if all(keys) else None
+
+
 def _source(raw: Any, display: str, list_line: int, problems: list[Problem]) -> Source | None:
     if not isinstance(raw, LineDict):
         problems.append(Problem(f"each source must be a mapping, found {raw!r}", display, list_line, code="yaml",
@@ -182,6 +195,11 @@ def _source(raw: Any, display: str, list_line: int, problems: list[Problem]) -> 
             Problem(f"{what} has no primary_key", display, raw.line,
                     hint="add 'primary_key: [col, ...]': mvflow maps every change to keys", code="missing-key")
         )
+    unique = _unique(raw.get("unique", []))
+    if unique is None:
+        problems.append(Problem(f"{what}: unique must be a list of column lists, found {raw.get('unique')!r}", display,
+                                raw.line_of("unique"), hint="write 'unique: [[col], [col_a, col_b]]': each list is "
+                                "one alternate unique key", code="bad-value"))
     modes = [m for m in ("position", "changes", "dictionary") if raw.get(m)]
     if len(modes) != 1:
         problems.append(
@@ -240,6 +258,7 @@ def _source(raw: Any, display: str, list_line: int, problems: list[Problem]) -> 
         delay_seconds=delay or 0,
         depends_on=depends_on or (),
         tags=tuple(raw.get("tags") or ()),
+        unique=unique or (),
     )
 
 
@@ -270,6 +289,8 @@ def _name_problems(raw: LineDict, display: str, what: str) -> list[Problem]:
     problems = []
     for key in ("database", "name", "primary_key", "position", "deleted"):
         problems += _bad_names(_names(raw.get(key)) or (), display, raw.line_of(key), f"{what}: {key}")
+    for names in _unique(raw.get("unique", [])) or ():
+        problems += _bad_names(names, display, raw.line_of("unique"), f"{what}: unique")
     feed = raw.get("changes")
     if isinstance(feed, LineDict):
         table = tuple(str(feed["table"]).split(".", 1)) if feed.get("table") else ()
@@ -289,8 +310,9 @@ def _bad_names(names: tuple[str, ...], display: str, line: int, what: str) -> li
 def _undeclared_columns(raw: LineDict, declared: set[str], display: str, what: str) -> list[Problem]:
     """Key, position and soft-delete columns that are not among the source's declared columns."""
     problems = []
-    for key in ("primary_key", "position", "deleted"):
-        missing = [name for name in _names(raw.get(key)) or () if name.lower() not in declared]
+    for key in ("primary_key", "position", "deleted", "unique"):
+        names = [n for u in _unique(raw.get(key, [])) or () for n in u] if key == "unique" else _names(raw.get(key)) or ()
+        missing = [name for name in names if name.lower() not in declared]
         if missing:
             problems.append(Problem(f"{what}: {key} column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
                                     f"{'are' if len(missing) > 1 else 'is'} not among its declared columns", display,

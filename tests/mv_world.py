@@ -27,9 +27,10 @@ SCHEMAS = {
     "prices": "offer_id BIGINT, kind STRING, price DECIMAL(12,2)",
     "prices_changes": "offer_id BIGINT, kind STRING, v BIGINT",
     "settings": "name STRING, value STRING",
+    "offer_notes": "id BIGINT, offer_id BIGINT, cat_id INT, text STRING, deleted BOOLEAN, v BIGINT",
 }
 KEYS = {"offers": ("id",), "shops": ("id",), "warehouses": ("id",), "regions": ("id",), "categories": ("id",),
-        "prices": ("offer_id", "kind"), "settings": ("name",)}
+        "prices": ("offer_id", "kind"), "settings": ("name",), "offer_notes": ("id",)}
 
 LINEAGE = """
 sources:
@@ -46,6 +47,7 @@ sources:
     primary_key: [offer_id, kind]
     changes: {{table: {db}.prices_changes, position: [v]}}
   - {{name: settings, database: {db}, primary_key: [name], dictionary: true}}
+  - {{name: offer_notes, database: {db}, primary_key: [id], unique: [[offer_id]], position: [v], deleted: deleted}}
 """
 
 WIDE = """
@@ -115,7 +117,7 @@ class World:
 
     def delete(self, table: str, *key) -> None:
         """A soft delete for position sources, a hard delete (plus a feed entry) otherwise."""
-        if table in ("offers", "shops"):
+        if table in ("offers", "shops", "offer_notes"):
             self.put(table, **dict(zip(KEYS[table], key)), deleted=True)
             return
         self.rows[table].pop(tuple(key), None)
@@ -130,7 +132,7 @@ class World:
             row["ts"], row["seq"] = dt.datetime(2024, 1, 1) + dt.timedelta(seconds=tick // 3), tick
             row.setdefault("deleted", False)
             row["deleted"] = bool(row["deleted"])
-        elif table == "shops":
+        elif table in ("shops", "offer_notes"):
             row["v"] = tick
             row["deleted"] = bool(row.get("deleted"))
         self._feed(table, key)

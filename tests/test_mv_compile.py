@@ -39,11 +39,13 @@ def load_cases(name: str) -> list[dict]:
     return cases
 
 
-def parse_sources(text: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+def parse_sources(text: str) -> dict[str, tuple]:
+    """``d.t=position(id)``; alternate unique keys after semicolons: ``d.t=position(id;a_id;x,y)``."""
     found = {}
     for item in text.split():
-        table, mode, key = re.match(r"^([\w.]+)=(\w+)\(([\w,]*)\)$", item).groups()
-        found[table] = (mode, tuple(k for k in key.split(",") if k))
+        table, mode, keys = re.match(r"^([\w.]+)=(\w+)\(([\w,;]*)\)$", item).groups()
+        key, *unique = [tuple(k for k in part.split(",") if k) for part in keys.split(";")]
+        found[table] = (mode, key, tuple(unique))
     return found
 
 

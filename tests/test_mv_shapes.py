@@ -103,3 +103,43 @@ def test_union_all_with_computed_keys_crash_new_changes_and_redo(spark, tmp_path
     world.refresh("parts")
     world.check("parts")
     assert {"Games2", "Beta2"} <= {r.detail for r in world.table("parts")} | {r.name for r in world.table("parts")}
+
+
+NOTES = """
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+SELECT o.id, o.title, n.text AS note, nc.name AS note_category
+FROM {{{{ source('{db}', 'offers') }}}} AS o
+<join> {{{{ source('{db}', 'offer_notes') }}}} AS n ON n.offer_id = o.id AND n.deleted = FALSE
+LEFT JOIN {{{{ source('{db}', 'categories') }}}} AS nc ON nc.id = n.cat_id
+WHERE o.deleted = FALSE
+"""
+
+
+def test_a_reverse_foreign_key_joined_by_a_declared_unique_key(spark, tmp_path):
+    """``offer_notes`` (key ``id``) declares ``unique: [[offer_id]]``: joined by ``offer_id`` it
+    is one-to-one, so the MV keeps the offers' key; notes appear, move to another offer, vanish
+    and come back, and a dictionary joined through them changes."""
+    models = {"notes_left": NOTES.replace("<join>", "LEFT JOIN"), "notes_inner": NOTES.replace("<join>", "JOIN")}
+    world = World(spark, tmp_path, models)
+    seed(world)
+    world.put("offer_notes", id=900, offer_id=1, cat_id=7, text="first")
+    for name in models:
+        assert world.refresh(name).mode == "build"
+        world.check(name)
+    batches = [
+        lambda: world.put("offer_notes", id=901, offer_id=3, cat_id=8, text="second"),   # starts to match
+        lambda: world.put("offer_notes", id=900, text="first, edited"),
+        lambda: world.put("offer_notes", id=900, offer_id=2),                             # moves to another offer
+        lambda: world.put("categories", id=8, name="Games2"),                              # through the notes
+        lambda: world.delete("offer_notes", 901),                                          # soft delete
+        lambda: world.put("offer_notes", id=901, deleted=False, offer_id=5),               # back, elsewhere
+        lambda: world.delete("offers", 2),
+    ]
+    for change in batches:
+        change()
+        for name in models:
+            outcome = world.refresh(name)
+            assert outcome.mode == "refresh" and outcome.affected > 0, (name, outcome)
+            world.check(name)
+    assert {r.id for r in world.table("notes_inner")} == {5}
+    assert {(r.id, r.note) for r in world.table("notes_left") if r.note} == {(5, "second")}

@@ -92,11 +92,23 @@ class Link:
     bound: tuple[tuple[str, exp.Column], ...]  # key column → the parent column it must equal
     literals: tuple[tuple[str, exp.Expression], ...]  # key column → literal it must equal
     line: int
+    key: tuple[str, ...] = ()  # the input's primary key
+    via: tuple[str, ...] = ()  # the alternate unique key the join binds instead of the primary key
 
     @property
     def constant(self) -> bool:
         """Joined only by literals: one row for every MV row."""
         return not self.bound
+
+    @property
+    def stored(self) -> tuple[tuple[str, exp.Expression], ...]:
+        """Per key column of the input, what the MV's hidden column keeps of it: the value the
+        join looked for (the parent's column), or, joined by an alternate unique key, the joined
+        row's own primary key (NULL when nothing matched), so a change of that row is found by
+        its primary key, which is what the input's changes are."""
+        if self.via:
+            return tuple((k, exp.column(k, self.alias)) for k in self.key)
+        return self.bound
 
 
 @dataclass(frozen=True)
@@ -203,16 +215,17 @@ def mv_consumers(manifest: "Manifest", name: str) -> tuple[str, ...]:
                         if isinstance(m.kind, MvKind) and name in m.depends_on_models))
 
 
-def plan_from_sql(sql: str, inputs: dict[str, tuple[str, tuple[str, ...]]], unique_key: tuple[str, ...] = (),
+def plan_from_sql(sql: str, inputs: dict[str, tuple], unique_key: tuple[str, ...] = (),
                   name: str = "mv", columns: dict[str, tuple[str, ...]] | None = None,
                   table_format: str = "parquet", cluster_by: tuple[str, ...] = ()) -> MvPlan:
-    """A plan from bare SQL and ``{table: (mode, key)}`` (tests, docs examples)."""
+    """A plan from bare SQL and ``{table: (mode, key[, alternate unique keys])}`` (tests, docs examples)."""
     from ...parse import parse_select
 
     catalog = {t: _Input(t, t, None if mode in ("view", "fact") else mode, tuple(key), (columns or {}).get(t),
                          position=("v",) if mode in ("position", "changes") else (BATCH,) if mode == "mv" else (),
                          feed=f"{t}_changes" if mode == "changes" else f"{t}__mvflow_changes" if mode == "mv" else None,
-                         why=f"{t} is a {mode}") for t, (mode, key) in inputs.items()}
+                         why=f"{t} is a {mode}", unique=tuple(tuple(u) for u in (unique[0] if unique else ())))
+               for t, (mode, key, *unique) in inputs.items()}
     return replace(_Analyzer(name, f"db.{name}", f"models/{name}.sql", 0, parse_select(sql, f"models/{name}.sql"),
                              catalog, tuple(unique_key), table_format).plan(), cluster_by=tuple(cluster_by))
 
@@ -229,6 +242,7 @@ class _Input:
     why: str = ""
     table_format: str = ""
     origin: str = ""
+    unique: tuple[tuple[str, ...], ...] = ()  # alternate unique keys (a source's ``unique:``)
 
 
 def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
@@ -242,7 +256,8 @@ def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
         catalog[source.id.lower()] = _Input(
             source.id, source.id.lower(), source.change_mode, tuple(source.primary_key), columns,
             position=tuple(source.changes.position if source.changes else source.position),
-            feed=source.changes.table if source.changes else None, origin=f"{source.path}:{source.line}")
+            feed=source.changes.table if source.changes else None, origin=f"{source.path}:{source.line}",
+            unique=source.unique)
     for other in manifest.models.values():
         if other.name == model.name or (reads is not None and other.relation not in reads):
             continue
@@ -499,18 +514,25 @@ class _Analyzer:
                 bound.setdefault(mine.name.lower(), other)
             else:
                 literals.setdefault(mine.name.lower(), other)
-        missing = [k for k in source.key if k.lower() not in bound and k.lower() not in literals]
-        if missing:
+        def binds(columns: tuple[str, ...]) -> bool:
+            return all(k.lower() in bound or k.lower() in literals for k in columns)
+
+        via: tuple[str, ...] = ()
+        if not binds(source.key):
+            via = next((tuple(k.lower() for k in u) for u in source.unique if binds(u)), ())
+        if not binds(source.key) and not via:
+            missing = [k for k in source.key if k.lower() not in bound and k.lower() not in literals]
             self.problem(join, "mv-join-not-unique",
                          f"the join of {source.relation} AS {alias} does not bind its primary key column(s) {', '.join(missing)}: "
                          "one main row could match several rows",
-                         f"join on the whole key ({', '.join(source.key)}), or use materialized='table'")
-        key = [k.lower() for k in source.key]
+                         f"join on the whole key ({', '.join(source.key)}), declare the columns it binds as unique on "
+                         "the source ('unique: [[col, ...]]') if they are, or use materialized='table'")
+        key = via or tuple(k.lower() for k in source.key)
         side = "left" if join.args.get("side") == "LEFT" else "inner"
         return Link(alias, source.id, side, join.args["on"], tuple(sorted(parents)),
                     tuple((k, bound[k]) for k in key if k in bound),
                     tuple((k, literals[k]) for k in key if k not in bound and k in literals),
-                    self._line(join) or 0)
+                    self._line(join) or 0, tuple(k.lower() for k in source.key), via)
 
     def _key_positions(self, selects: list[exp.Select], resolved: list[dict]) -> list[int] | None:
         columns = _output_names(selects[0])
@@ -574,7 +596,7 @@ class _Analyzer:
                          "the MV key must identify one main row: use every main key column")
             return None
         prefix = f"{HIDDEN_PREFIX}k{index if parts > 1 else ''}_"
-        hidden = [(f"{prefix}{link.alias}_{k}", col) for link in links for k, col in link.bound]
+        hidden = [(f"{prefix}{link.alias}_{k}", col) for link in links for k, col in link.stored]
         literal = next((p for p in key_positions if _is_literal(_unalias(select.expressions[p]))), None) if parts > 1 else None
         own_columns = parts > 1 and literal is None  # the part's rows are told apart by its own main key columns
         main_cols = []
@@ -799,7 +821,8 @@ def refresh_query(plan: MvPlan) -> exp.Query:
 def _changed(plan: MvPlan, link: Link | None, input_id: str, columns: list[exp.Expression]) -> exp.Select:
     """Changed keys of an input, filtered by the literals the join binds its key to."""
     select = exp.select(*columns).from_(_table(plan.view_name(f"changed_{plan.inputs[input_id].slug}"), "c"))
-    literals = [exp.column(k, "c").eq(value.copy()) for k, value in (link.literals if link else ())]
+    # (a join by an alternate unique key binds literals to columns the changed keys do not hold)
+    literals = [exp.column(k, "c").eq(value.copy()) for k, value in (link.literals if link and not link.via else ())]
     return _where(select, literals)
 
 
@@ -826,6 +849,8 @@ def _walk_back(part: Part, aliases: list[str], as_joined: bool = False) -> exp.S
 
 def _needs_forward(part: Part, link: Link) -> bool:
     """Whether a change of ``link`` can add MV rows the MV does not hold now (INNER joins, WHERE)."""
+    if link.via:  # the MV keeps the joined row's own key, so a row that starts to match is seen only here
+        return True
     subtree = {link.alias} | part.descendants(link.alias)
     where = part.select.args.get("where")
     in_where = {_alias_of(c) for c in where.find_all(exp.Column)} if where is not None else set()
@@ -834,6 +859,8 @@ def _needs_forward(part: Part, link: Link) -> bool:
 
 def _shortcut(part: Part, link: Link) -> dict[str, str] | None:
     """Main key column → the input's key column, when the join binds the main key directly."""
+    if link.via:  # the changed keys are the input's primary key, not the bound columns
+        return None
     direct = {col.name.lower(): k for k, col in link.bound if _alias_of(col) == part.main_alias}
     return {m: direct[m] for m in part.main_key} if all(m in direct for m in part.main_key) else None
 
@@ -867,8 +894,8 @@ def _stored_select(plan: MvPlan, part: Part) -> exp.Select:
 def _stored_condition(plan: MvPlan, part: Part, link: Link) -> exp.Expression:
     """Stored rows whose hidden key columns for ``link`` hold one of its changed keys."""
     prefix = f"{HIDDEN_PREFIX}k{part.index if len(plan.parts) > 1 else ''}_{link.alias}_"
-    hidden = [exp.column(f"{prefix}{k}", "s") for k, _ in link.bound]
-    return _in(hidden, _changed(plan, link, link.input, [exp.column(k, "c") for k, _ in link.bound]))
+    hidden = [exp.column(f"{prefix}{k}", "s") for k, _ in link.stored]
+    return _in(hidden, _changed(plan, link, link.input, [exp.column(k, "c") for k, _ in link.stored]))
 
 
 def _looked_up(part: Part) -> list[Link]:
@@ -906,10 +933,11 @@ def walk_query(plan: MvPlan, part: Part) -> exp.Select | None:
     links = _walked(part)
     if not links:
         return None
-    aliases = {a for link in links for a in part.ancestors(link.alias)}
+    aliases = {a for link in links for a in [*part.ancestors(link.alias), *([link.alias] if link.via else [])]}
     order = [a for a in [part.main_alias, *(l.alias for l in part.links)] if a in aliases]
-    conditions = [_in([col.copy() for _, col in link.bound],
-                      _changed(plan, link, link.input, [exp.column(k, "c") for k, _ in link.bound])) for link in links]
+    # a join by a unique key is walked from the joined rows themselves (the changes are their primary keys)
+    conditions = [_in([col.copy() for _, col in link.stored],
+                      _changed(plan, link, link.input, [exp.column(k, "c") for k, _ in link.stored])) for link in links]
     select = _walk_back(part, order, as_joined=True)
     return _where(select, [exp.or_(*conditions), *_where_over(part, {part.main_alias, *aliases})])
 
@@ -1344,6 +1372,7 @@ def explain(plan: MvPlan, notes: Iterable[str] = ()) -> str:
         for link in part.links:
             how = ", ".join([f"{k} = {c.sql(dialect='spark')}" for k, c in link.bound] +
                             [f"{k} = {v.sql(dialect='spark')}" for k, v in link.literals])
+            how = f"unique key {', '.join(link.via)}: {how}" if link.via else how
             lines.append(f"    {link.side} join {link.input} AS {link.alias} on key ({how})")
     lines.append("  inputs:")
     for input_id, info in plan.inputs.items():
