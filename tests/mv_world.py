@@ -72,6 +72,47 @@ WHERE o.deleted = FALSE AND o.status = 'active' AND s.rating >= 2
 """
 
 
+_UNION_PARTS = """
+SELECT <offer_key>, o.title AS name, c.name AS detail
+FROM {{{{ source('{db}', 'offers') }}}} AS o
+LEFT JOIN {{{{ source('{db}', 'categories') }}}} AS c ON c.id = o.cat_id
+WHERE o.deleted = FALSE AND o.status = 'active'
+UNION ALL
+SELECT <shop_key>, s.name AS name, w.name AS detail
+FROM {{{{ source('{db}', 'shops') }}}} AS s
+JOIN {{{{ source('{db}', 'warehouses') }}}} AS w ON w.id = s.wh_id
+WHERE s.deleted = FALSE
+"""
+_UNION_CONFIG = "{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, unique_key=<key>) }}}}"
+SHAPES = {
+    "discriminator": {"<key>": "['kind', 'id']", "<offer_key>": "'offer' AS kind, o.id", "<shop_key>": "'shop' AS kind, s.id"},
+    "computed": {"<key>": "'id'", "<offer_key>": "100000000 + CAST(o.id AS BIGINT) AS id", "<shop_key>": "200000000 + s.id AS id"},
+}
+
+
+def union_model(shape: str) -> str:
+    """A UNION ALL mv over offers and shops, its parts told apart as ``SHAPES[shape]`` says."""
+    text = _UNION_CONFIG + _UNION_PARTS
+    for marker, value in SHAPES[shape].items():
+        text = text.replace(marker, value)
+    return text
+
+
+_NOTES = """
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+SELECT o.id, o.title, n.text AS note, nc.name AS note_category
+FROM {{{{ source('{db}', 'offers') }}}} AS o
+<join> {{{{ source('{db}', 'offer_notes') }}}} AS n ON n.offer_id = o.id AND n.deleted = FALSE
+LEFT JOIN {{{{ source('{db}', 'categories') }}}} AS nc ON nc.id = n.cat_id
+WHERE o.deleted = FALSE
+"""
+
+
+def notes_model(join: str) -> str:
+    """Offers with their note (``offer_notes`` joined by its unique ``offer_id``) and the note's category."""
+    return _NOTES.replace("<join>", join)
+
+
 def with_format(model: str, table_format: str) -> str:
     """The model's text with ``table_format`` in its config (parquet: unchanged)."""
     if table_format == "parquet":

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
-from mv_world import World, seed  # noqa: E402
+from mv_world import World, notes_model, seed, union_model  # noqa: E402
 
 OFFERS, SHOPS, WAREHOUSES, REGIONS, CATEGORIES = range(1, 8), (100, 200, 300, 400), (10, 20, 30), (1, 2, 3), (7, 8, 9)
 
@@ -36,6 +36,14 @@ operation = st.one_of(
     st.just(("delete", "settings", ("currency",))),
 )
 
+# for the other shapes (tests/test_mv_shapes.py): one note per offer keeps offer_notes.offer_id unique
+notes = st.one_of(
+    st.builds(lambda i, c, t: ("put", "offer_notes", dict(id=900 + i, offer_id=i, cat_id=c, text=t, deleted=False)),
+              st.sampled_from(OFFERS), st.sampled_from(CATEGORIES), st.sampled_from("xy")),
+    st.builds(lambda i: ("delete", "offer_notes", (900 + i,)), st.sampled_from(OFFERS)),
+)
+SHAPE_MODELS = {"parts": union_model("computed"), "notes": notes_model("LEFT JOIN")}
+
 _worlds: dict[str, World] = {}
 
 
@@ -48,16 +56,17 @@ def _world(spark, tmp_path_factory, table_format: str = "parquet") -> World:
     return _worlds[table_format]
 
 
-def _apply_and_check(world: World, batches) -> None:
+def _apply_and_check(world: World, batches, models: tuple[str, ...] = ("wide",)) -> None:
     for batch in batches:
         for action, table, args in batch:
             if action == "put":
                 world.put(table, **args)
             else:
                 world.delete(table, *args)
-        outcome = world.refresh()
-        assert outcome.mode in ("refresh", "noop")
-        world.check()
+        for name in models:
+            outcome = world.refresh(name)
+            assert outcome.mode in ("refresh", "noop")
+            world.check(name)
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
@@ -70,3 +79,15 @@ def test_random_change_sequences_keep_the_mv_equal_to_its_select(spark, tmp_path
 @given(batches=st.lists(st.lists(operation, min_size=1, max_size=5), min_size=1, max_size=2))
 def test_random_change_sequences_keep_the_delta_mv_equal_to_its_select(spark, tmp_path_factory, batches):
     _apply_and_check(_world(spark, tmp_path_factory, "delta"), batches)
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(batches=st.lists(st.lists(st.one_of(operation, notes), min_size=1, max_size=5), min_size=1, max_size=2))
+def test_random_change_sequences_keep_union_all_and_unique_key_mvs_equal_to_their_select(spark, tmp_path_factory, batches):
+    if "shapes" not in _worlds:
+        world = World(spark, tmp_path_factory.mktemp("mvshapes"), SHAPE_MODELS)
+        seed(world)
+        for name in SHAPE_MODELS:
+            world.refresh(name)
+        _worlds["shapes"] = world
+    _apply_and_check(_worlds["shapes"], batches, tuple(SHAPE_MODELS))

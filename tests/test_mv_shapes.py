@@ -1,7 +1,8 @@
-"""Oracle tests of the MV shapes beyond one SELECT: ``UNION ALL`` parts told apart by a constant
-discriminator in the key, and parts whose key is computed from their main key into a range of
-their own (no discriminator column). After every change batch the MV equals a full
-recomputation of its SELECT (``compiler.verify``), also after a crash and new changes before the redo."""
+"""Oracle tests of the MV shapes beyond a SELECT of key joins: ``UNION ALL`` parts told apart by
+a constant discriminator in the key or by keys computed from their main key into ranges of their
+own, and a join by a source's declared alternate unique key (a reverse foreign key). After every
+change batch the MV equals a full recomputation of its SELECT (``compiler.verify``), also after a
+crash and new changes before the redo."""
 
 from __future__ import annotations
 
@@ -13,31 +14,7 @@ import pytest
 from compiler.phases import Crash, crash_at
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
-from mv_world import World, seed  # noqa: E402
-
-PARTS = """
-SELECT <offer_key>, o.title AS name, c.name AS detail
-FROM {{{{ source('{db}', 'offers') }}}} AS o
-LEFT JOIN {{{{ source('{db}', 'categories') }}}} AS c ON c.id = o.cat_id
-WHERE o.deleted = FALSE AND o.status = 'active'
-UNION ALL
-SELECT <shop_key>, s.name AS name, w.name AS detail
-FROM {{{{ source('{db}', 'shops') }}}} AS s
-JOIN {{{{ source('{db}', 'warehouses') }}}} AS w ON w.id = s.wh_id
-WHERE s.deleted = FALSE
-"""
-CONFIG = "{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, unique_key=<key>) }}}}"
-SHAPES = {
-    "discriminator": {"<key>": "['kind', 'id']", "<offer_key>": "'offer' AS kind, o.id", "<shop_key>": "'shop' AS kind, s.id"},
-    "computed": {"<key>": "'id'", "<offer_key>": "100000000 + CAST(o.id AS BIGINT) AS id", "<shop_key>": "200000000 + s.id AS id"},
-}
-
-
-def _model(shape: str) -> str:
-    text = CONFIG + PARTS
-    for marker, value in SHAPES[shape].items():
-        text = text.replace(marker, value)
-    return text
+from mv_world import SHAPES, World, notes_model, seed, union_model  # noqa: E402
 
 
 @pytest.fixture(params=sorted(SHAPES))
@@ -46,7 +23,7 @@ def shape(request) -> str:
 
 
 def _world(spark, tmp_path, shape: str, table_format: str = "parquet") -> World:
-    world = World(spark, tmp_path, {"parts": _model(shape)}, table_format=table_format)
+    world = World(spark, tmp_path, {"parts": union_model(shape)}, table_format=table_format)
     seed(world)
     assert world.refresh("parts").mode == "build"
     world.check("parts")
@@ -105,21 +82,12 @@ def test_union_all_with_computed_keys_crash_new_changes_and_redo(spark, tmp_path
     assert {"Games2", "Beta2"} <= {r.detail for r in world.table("parts")} | {r.name for r in world.table("parts")}
 
 
-NOTES = """
-{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
-SELECT o.id, o.title, n.text AS note, nc.name AS note_category
-FROM {{{{ source('{db}', 'offers') }}}} AS o
-<join> {{{{ source('{db}', 'offer_notes') }}}} AS n ON n.offer_id = o.id AND n.deleted = FALSE
-LEFT JOIN {{{{ source('{db}', 'categories') }}}} AS nc ON nc.id = n.cat_id
-WHERE o.deleted = FALSE
-"""
-
 
 def test_a_reverse_foreign_key_joined_by_a_declared_unique_key(spark, tmp_path):
     """``offer_notes`` (key ``id``) declares ``unique: [[offer_id]]``: joined by ``offer_id`` it
     is one-to-one, so the MV keeps the offers' key; notes appear, move to another offer, vanish
     and come back, and a dictionary joined through them changes."""
-    models = {"notes_left": NOTES.replace("<join>", "LEFT JOIN"), "notes_inner": NOTES.replace("<join>", "JOIN")}
+    models = {"notes_left": notes_model("LEFT JOIN"), "notes_inner": notes_model("JOIN")}
     world = World(spark, tmp_path, models)
     seed(world)
     world.put("offer_notes", id=900, offer_id=1, cat_id=7, text="first")
