@@ -111,3 +111,22 @@ def test_a_reverse_foreign_key_joined_by_a_declared_unique_key(spark, tmp_path):
             world.check(name)
     assert {r.id for r in world.table("notes_inner")} == {5}
     assert {(r.id, r.note) for r in world.table("notes_left") if r.note} == {(5, "second")}
+
+
+@pytest.mark.parametrize("table_format", ["parquet", "delta"])
+def test_a_unique_key_join_crash_new_changes_and_redo(spark, tmp_path, table_format):
+    world = World(spark, tmp_path, {"notes": notes_model("LEFT JOIN")}, table_format=table_format)
+    seed(world)
+    world.put("offer_notes", id=900, offer_id=1, cat_id=7, text="first")
+    assert world.refresh("notes").mode == "build"
+    world.put("offer_notes", id=900, offer_id=3)                 # moves: old and new main key
+    world.put("offer_notes", id=901, offer_id=6, cat_id=8, text="second")
+    with pytest.raises(Crash):
+        world.refresh("notes", phase=crash_at("mv:merged" if table_format == "delta" else "mv:delta-written"))
+    world.put("offer_notes", id=900, offer_id=2, text="moved again")  # lands before the redo
+    world.put("categories", id=8, name="Games2")
+    redo = world.refresh("notes")
+    assert redo.redo and not redo.covered
+    world.refresh("notes")
+    world.check("notes")
+    assert {(r.id, r.note) for r in world.table("notes") if r.note} == {(2, "moved again"), (6, "second")}
