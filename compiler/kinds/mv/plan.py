@@ -3,10 +3,10 @@
 An ``mv`` is ``SELECT … FROM main m [INNER|LEFT] JOIN x ON … [WHERE …]``, or several such
 parts combined with ``UNION ALL`` (each with its own main source, and either a constant
 discriminator column in the key or a key computed one-to-one from the part's main key, e.g.
-``100000000 + m.id``, whose ranges the parts keep apart). Every join binds the joined input's whole primary key
-(to columns of inputs joined before it, or to literals), so one main row gives at most one
-MV row and the MV's unique key is the main source's primary key (per part), possibly
-computed from main key columns.
+``100000000 + m.id``, whose ranges the parts keep apart). Every join binds the joined input's
+whole primary key, or an alternate unique key the source declares (to columns of inputs joined
+before it, or to literals), so one main row gives at most one MV row and the MV's unique key is
+the main source's primary key (per part), possibly computed from main key columns.
 
 ``mv_plan`` validates the SELECT in phases (shape → names → keys; a phase with errors stops
 the next) and derives, as sqlglot ASTs printed with the Spark dialect:
@@ -514,19 +514,20 @@ class _Analyzer:
                 bound.setdefault(mine.name.lower(), other)
             else:
                 literals.setdefault(mine.name.lower(), other)
+
         def binds(columns: tuple[str, ...]) -> bool:
             return all(k.lower() in bound or k.lower() in literals for k in columns)
 
-        via: tuple[str, ...] = ()
+        via: tuple[str, ...] = ()  # an alternate unique key the join binds instead of the primary key
         if not binds(source.key):
             via = next((tuple(k.lower() for k in u) for u in source.unique if binds(u)), ())
-        if not binds(source.key) and not via:
-            missing = [k for k in source.key if k.lower() not in bound and k.lower() not in literals]
-            self.problem(join, "mv-join-not-unique",
-                         f"the join of {source.relation} AS {alias} does not bind its primary key column(s) {', '.join(missing)}: "
-                         "one main row could match several rows",
-                         f"join on the whole key ({', '.join(source.key)}), declare the columns it binds as unique on "
-                         "the source ('unique: [[col, ...]]') if they are, or use materialized='table'")
+            if not via:
+                missing = [k for k in source.key if k.lower() not in bound and k.lower() not in literals]
+                self.problem(join, "mv-join-not-unique",
+                             f"the join of {source.relation} AS {alias} does not bind its primary key column(s) "
+                             f"{', '.join(missing)}: one main row could match several rows",
+                             f"join on the whole key ({', '.join(source.key)}), declare the columns it binds as unique "
+                             "on the source ('unique: [[col, ...]]') if they are, or use materialized='table'")
         key = via or tuple(k.lower() for k in source.key)
         side = "left" if join.args.get("side") == "LEFT" else "inner"
         return Link(alias, source.id, side, join.args["on"], tuple(sorted(parents)),
@@ -622,7 +623,7 @@ class _Analyzer:
             return
         seen: dict[str, Part] = {}
         for part in parts:
-            shape = ", ".join(_without_alias(e).sql(dialect="spark") for e in part.key_exprs)
+            shape = ", ".join(_key_shape(e) for e in part.key_exprs)
             if shape in seen:
                 self.problem(part.select, "mv-union-discriminator",
                              f"UNION ALL parts {seen[shape].index} and {part.index} compute the key the same way ({shape}): "
@@ -737,12 +738,14 @@ def _one_to_one(node: exp.Expression) -> bool:
     return False
 
 
-def _without_alias(node: exp.Expression) -> exp.Expression:
-    """The expression with its columns' table aliases removed (to compare parts)."""
-    copy = node.copy()
-    for column in copy.find_all(exp.Column):
-        column.set("table", None)
-    return copy
+def _key_shape(node: exp.Expression) -> str:
+    """How a key expression computes, whatever columns it reads (to compare UNION ALL parts).
+
+    >>> from sqlglot import parse_one
+    >>> _key_shape(parse_one("o.id")) == _key_shape(parse_one("s.shop_id")), _key_shape(parse_one("100 + o.id"))
+    (True, '100 + _')
+    """
+    return node.transform(lambda n: exp.column("_") if isinstance(n, exp.Column) else n).sql(dialect="spark")
 
 
 def _discriminator_position(selects: list[exp.Select]) -> int | None:
