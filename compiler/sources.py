@@ -178,6 +178,13 @@ def _unique(value: Any) -> tuple[tuple[str, ...], ...] | None:
     return keys if all(keys) else None
 
 
+def _column_names(raw: LineDict, key: str) -> tuple[str, ...]:
+    """The names a key of a source declaration holds (every column of every ``unique`` key)."""
+    if key == "unique":
+        return tuple(name for names in _unique(raw.get("unique", [])) or () for name in names)
+    return _names(raw.get(key)) or ()
+
+
 def _source(raw: Any, display: str, list_line: int, problems: list[Problem]) -> Source | None:
     if not isinstance(raw, LineDict):
         problems.append(Problem(f"each source must be a mapping, found {raw!r}", display, list_line, code="yaml",
@@ -287,10 +294,8 @@ def _columns(raw: Any, display: str, line: int, what: str, problems: list[Proble
 def _name_problems(raw: LineDict, display: str, what: str) -> list[Problem]:
     """Table and column names that would need quoting in SQL (a space, a hyphen, a backtick)."""
     problems = []
-    for key in ("database", "name", "primary_key", "position", "deleted"):
-        problems += _bad_names(_names(raw.get(key)) or (), display, raw.line_of(key), f"{what}: {key}")
-    for names in _unique(raw.get("unique", [])) or ():
-        problems += _bad_names(names, display, raw.line_of("unique"), f"{what}: unique")
+    for key in ("database", "name", "primary_key", "unique", "position", "deleted"):
+        problems += _bad_names(_column_names(raw, key), display, raw.line_of(key), f"{what}: {key}")
     feed = raw.get("changes")
     if isinstance(feed, LineDict):
         table = tuple(str(feed["table"]).split(".", 1)) if feed.get("table") else ()
@@ -310,9 +315,8 @@ def _bad_names(names: tuple[str, ...], display: str, line: int, what: str) -> li
 def _undeclared_columns(raw: LineDict, declared: set[str], display: str, what: str) -> list[Problem]:
     """Key, position and soft-delete columns that are not among the source's declared columns."""
     problems = []
-    for key in ("primary_key", "position", "deleted", "unique"):
-        names = [n for u in _unique(raw.get(key, [])) or () for n in u] if key == "unique" else _names(raw.get(key)) or ()
-        missing = [name for name in names if name.lower() not in declared]
+    for key in ("primary_key", "unique", "position", "deleted"):
+        missing = [name for name in _column_names(raw, key) if name.lower() not in declared]
         if missing:
             problems.append(Problem(f"{what}: {key} column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
                                     f"{'are' if len(missing) > 1 else 'is'} not among its declared columns", display,
