@@ -16,6 +16,7 @@ from compiler.state import open_state_store
 from compiler.verify import verify_model
 
 _counter = itertools.count(1)
+_SOFT_DELETED = ("offers", "shops", "offer_notes", "offer_tags", "shop_staff")
 
 SCHEMAS = {
     "offers": "id BIGINT, shop_id BIGINT, cat_id INT, title STRING, status STRING, note STRING, deleted BOOLEAN, ts TIMESTAMP, seq BIGINT",
@@ -28,9 +29,12 @@ SCHEMAS = {
     "prices_changes": "offer_id BIGINT, kind STRING, v BIGINT",
     "settings": "name STRING, value STRING",
     "offer_notes": "id BIGINT, offer_id BIGINT, cat_id INT, text STRING, deleted BOOLEAN, v BIGINT",
+    "offer_tags": "id BIGINT, offer_id BIGINT, cat_id INT, text STRING, deleted BOOLEAN, v BIGINT",
+    "shop_staff": "id BIGINT, shop_id BIGINT, name STRING, deleted BOOLEAN, v BIGINT",
 }
 KEYS = {"offers": ("id",), "shops": ("id",), "warehouses": ("id",), "regions": ("id",), "categories": ("id",),
-        "prices": ("offer_id", "kind"), "settings": ("name",), "offer_notes": ("id",)}
+        "prices": ("offer_id", "kind"), "settings": ("name",), "offer_notes": ("id",),
+        "offer_tags": ("id",), "shop_staff": ("id",)}
 
 LINEAGE = """
 sources:
@@ -48,6 +52,8 @@ sources:
     changes: {{table: {db}.prices_changes, position: [v]}}
   - {{name: settings, database: {db}, primary_key: [name], dictionary: true}}
   - {{name: offer_notes, database: {db}, primary_key: [id], unique: [[offer_id]], position: [v], deleted: deleted}}
+  - {{name: offer_tags, database: {db}, primary_key: [id], position: [v], deleted: deleted}}
+  - {{name: shop_staff, database: {db}, primary_key: [id], position: [v], deleted: deleted}}
 """
 
 WIDE = """
@@ -113,6 +119,31 @@ def notes_model(join: str) -> str:
     return _NOTES.replace("<join>", join)
 
 
+_TAGS = """
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+SELECT o.id, o.title, t.text AS tag, tc.name AS tag_category
+FROM {{{{ source('{db}', 'offers') }}}} AS o
+<join> {{{{ source('{db}', 'offer_tags') }}}} AS t ON t.offer_id = o.id AND t.deleted = FALSE
+LEFT JOIN {{{{ source('{db}', 'categories') }}}} AS tc ON tc.id = t.cat_id
+WHERE o.deleted = FALSE
+"""
+
+STAFF = """
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+SELECT o.id, st.id AS staff_id, o.title, s.name AS shop, st.name AS staff
+FROM {{{{ source('{db}', 'offers') }}}} AS o
+JOIN {{{{ source('{db}', 'shops') }}}} AS s ON s.id = o.shop_id
+LEFT JOIN {{{{ source('{db}', 'shop_staff') }}}} AS st ON st.shop_id = s.id AND st.deleted = FALSE
+WHERE o.deleted = FALSE AND s.deleted = FALSE
+"""
+
+
+def tags_model(join: str) -> str:
+    """Offers with each of their tags (``offer_tags``: many per offer, keyed by their own id,
+    which stays hidden in the MV's key) and each tag's category."""
+    return _TAGS.replace("<join>", join)
+
+
 def with_format(model: str, table_format: str) -> str:
     """The model's text with ``table_format`` in its config (parquet: unchanged)."""
     if table_format == "parquet":
@@ -158,7 +189,7 @@ class World:
 
     def delete(self, table: str, *key) -> None:
         """A soft delete for position sources, a hard delete (plus a feed entry) otherwise."""
-        if table in ("offers", "shops", "offer_notes"):
+        if table in _SOFT_DELETED:
             self.put(table, **dict(zip(KEYS[table], key)), deleted=True)
             return
         self.rows[table].pop(tuple(key), None)
@@ -173,7 +204,7 @@ class World:
             row["ts"], row["seq"] = dt.datetime(2024, 1, 1) + dt.timedelta(seconds=tick // 3), tick
             row.setdefault("deleted", False)
             row["deleted"] = bool(row["deleted"])
-        elif table in ("shops", "offer_notes"):
+        elif table in _SOFT_DELETED:
             row["v"] = tick
             row["deleted"] = bool(row.get("deleted"))
         self._feed(table, key)

@@ -52,7 +52,8 @@ def parse_sources(text: str) -> dict[str, tuple]:
 def _plan(case: dict):
     unique_key = tuple(case["unique_key"].split(",")) if case.get("unique_key") else ()
     columns = {t: tuple(c.split(",")) for t, c in (i.split("=") for i in case.get("columns", "").split())}
-    return plan_from_sql(case["sql"][0], parse_sources(case["sources"]), unique_key=unique_key, columns=columns)
+    return plan_from_sql(case["sql"][0], parse_sources(case["sources"]), unique_key=unique_key, columns=columns,
+                         table_format=case.get("table_format", "parquet"))
 
 
 def _normal(sql: str) -> str:

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
-from mv_world import World, notes_model, seed, union_model  # noqa: E402
+from mv_world import STAFF, World, notes_model, seed, tags_model, union_model  # noqa: E402
 
 OFFERS, SHOPS, WAREHOUSES, REGIONS, CATEGORIES = range(1, 8), (100, 200, 300, 400), (10, 20, 30), (1, 2, 3), (7, 8, 9)
 
@@ -42,7 +42,17 @@ notes = st.one_of(
               st.sampled_from(OFFERS), st.sampled_from(CATEGORIES), st.sampled_from("xy")),
     st.builds(lambda i: ("delete", "offer_notes", (900 + i,)), st.sampled_from(OFFERS)),
 )
-SHAPE_MODELS = {"parts": union_model("computed"), "notes": notes_model("LEFT JOIN")}
+# one-to-many: tags and staff move freely between offers and shops
+many = st.one_of(
+    st.builds(lambda t, i, c: ("put", "offer_tags", dict(id=t, offer_id=i, cat_id=c, text=f"t{t}{i}", deleted=False)),
+              st.sampled_from((950, 951, 952)), st.sampled_from(OFFERS), st.sampled_from(CATEGORIES)),
+    st.builds(lambda t: ("delete", "offer_tags", (t,)), st.sampled_from((950, 951, 952))),
+    st.builds(lambda p, s: ("put", "shop_staff", dict(id=p, shop_id=s, name=f"p{p}{s}", deleted=False)),
+              st.sampled_from((60, 61)), st.sampled_from(SHOPS)),
+    st.builds(lambda p: ("delete", "shop_staff", (p,)), st.sampled_from((60, 61))),
+)
+SHAPE_MODELS = {"parts": union_model("computed"), "notes": notes_model("LEFT JOIN"), "tags": tags_model("JOIN"),
+                "staff": STAFF}
 
 _worlds: dict[str, World] = {}
 
@@ -82,8 +92,8 @@ def test_random_change_sequences_keep_the_delta_mv_equal_to_its_select(spark, tm
 
 
 @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-@given(batches=st.lists(st.lists(st.one_of(operation, notes), min_size=1, max_size=5), min_size=1, max_size=2))
-def test_random_change_sequences_keep_union_all_and_unique_key_mvs_equal_to_their_select(spark, tmp_path_factory, batches):
+@given(batches=st.lists(st.lists(st.one_of(operation, notes, many), min_size=1, max_size=5), min_size=1, max_size=2))
+def test_random_change_sequences_keep_union_all_unique_key_and_one_to_many_mvs_equal_to_their_select(spark, tmp_path_factory, batches):
     if "shapes" not in _worlds:
         world = World(spark, tmp_path_factory.mktemp("mvshapes"), SHAPE_MODELS)
         seed(world)

@@ -1,6 +1,8 @@
 """Oracle tests of the MV shapes beyond a SELECT of key joins: ``UNION ALL`` parts told apart by
 a constant discriminator in the key or by keys computed from their main key into ranges of their
-own, and a join by a source's declared alternate unique key (a reverse foreign key). After every
+own, a join by a source's declared alternate unique key (a reverse foreign key), and one-to-many
+joins (the MV's key gains the joined rows' keys; a refresh replaces every row of an affected
+main key). After every
 change batch the MV equals a full recomputation of its SELECT (``compiler.verify``), also after a
 crash and new changes before the redo."""
 
@@ -14,7 +16,7 @@ import pytest
 from compiler.phases import Crash, crash_at
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
-from mv_world import SHAPES, World, notes_model, seed, union_model  # noqa: E402
+from mv_world import SHAPES, STAFF, World, notes_model, seed, tags_model, union_model  # noqa: E402
 
 
 @pytest.fixture(params=sorted(SHAPES))
@@ -130,3 +132,72 @@ def test_a_unique_key_join_crash_new_changes_and_redo(spark, tmp_path, table_for
     world.refresh("notes")
     world.check("notes")
     assert {(r.id, r.note) for r in world.table("notes") if r.note} == {(2, "moved again"), (6, "second")}
+
+
+def test_one_to_many_joins_grow_shrink_and_move(spark, tmp_path):
+    """``offer_tags`` (many per offer, no unique key) LEFT and INNER joined, and ``shop_staff``
+    (many per shop) joined through ``shops``: tags and staff appear, move, vanish, come back."""
+    models = {"tags_left": tags_model("LEFT JOIN"), "tags_inner": tags_model("JOIN"), "staff": STAFF}
+    world = World(spark, tmp_path, models)
+    seed(world)
+    world.put("offer_tags", id=900, offer_id=1, cat_id=7, text="red")
+    world.put("shop_staff", id=50, shop_id=100, name="Ann")
+    for name in models:
+        assert world.refresh(name).mode == "build"
+        world.check(name)
+    batches = [
+        lambda: (world.put("offer_tags", id=901, offer_id=1, cat_id=8, text="big"),      # a second row of one offer
+                 world.put("shop_staff", id=51, shop_id=100, name="Bob")),               # fans out to the shop's offers
+        lambda: world.put("offer_tags", id=900, text="dark red"),
+        lambda: (world.put("offer_tags", id=901, offer_id=3),                             # moves to another offer
+                 world.put("shop_staff", id=50, shop_id=200)),
+        lambda: world.put("categories", id=8, name="Games2"),                              # through the tags
+        lambda: world.put("shops", id=200, name="Beta2"),                                  # through the shops
+        lambda: (world.delete("offer_tags", 900), world.delete("shop_staff", 51)),         # an offer's last tag
+        lambda: world.put("offer_tags", id=900, deleted=False, offer_id=6),                # back, elsewhere
+        lambda: world.put("offers", id=3, shop_id=100),                                    # re-points the staff rows
+        lambda: (world.delete("offers", 6), world.delete("shops", 100)),                   # main rows go
+        lambda: world.put("offers", id=6, deleted=False),                                  # and one comes back
+    ]
+    for change in batches:
+        change()
+        for name in models:
+            outcome = world.refresh(name)
+            assert outcome.mode in ("refresh", "noop"), (name, outcome)  # noop: the batch changed none of its inputs
+            world.check(name)
+    assert {(r.id, r.tag) for r in world.table("tags_inner")} == {(3, "big"), (6, "dark red")}
+    assert {(r.id, r.tag) for r in world.table("tags_left")} == \
+        {(1, None), (2, None), (3, "big"), (4, None), (5, None), (6, "dark red")}
+    assert {(r.id, r.staff_id) for r in world.table("staff")} == {(4, 50), (5, None), (6, 50)}
+
+
+def test_one_to_many_explain_names_the_grain(spark, tmp_path):
+    from compiler.kinds.mv.plan import explain, mv_plan
+
+    world = World(spark, tmp_path, {"tags": tags_model("LEFT JOIN"), "staff": STAFF})
+    tags = explain(mv_plan(world.manifest.models["tags"], world.manifest))
+    assert "unique key: id, _mvflow_k_t_id" in tags and "grain: one row per main key" in tags
+    assert "one-to-many on (offer_id = o.id, deleted = FALSE)" in tags
+    staff = explain(mv_plan(world.manifest.models["staff"], world.manifest))
+    assert "unique key: id, staff_id" in staff
+
+
+@pytest.mark.parametrize("table_format", ["parquet", "delta"])
+def test_one_to_many_crash_new_changes_and_redo(spark, tmp_path, table_format):
+    world = World(spark, tmp_path, {"tags": tags_model("LEFT JOIN")}, table_format=table_format)
+    seed(world)
+    world.put("offer_tags", id=900, offer_id=1, cat_id=7, text="red")
+    world.put("offer_tags", id=901, offer_id=1, cat_id=8, text="big")
+    assert world.refresh("tags").mode == "build"
+    world.put("offer_tags", id=900, offer_id=3)                   # moves: old and new main key
+    world.delete("offer_tags", 901)                               # offer 1 loses its last tag
+    world.put("offer_tags", id=902, offer_id=3, text="new")       # offer 3 grows to two rows
+    with pytest.raises(Crash):
+        world.refresh("tags", phase=crash_at("mv:merged" if table_format == "delta" else "mv:delta-written"))
+    world.put("offer_tags", id=900, offer_id=2, text="moved again")  # lands before the redo
+    world.put("categories", id=7, name="Books2")
+    redo = world.refresh("tags")
+    assert redo.redo and not redo.covered
+    world.refresh("tags")
+    world.check("tags")
+    assert {(r.id, r.tag) for r in world.table("tags") if r.id in (1, 2, 3)} == {(1, None), (2, "moved again"), (3, "new")}

@@ -17,7 +17,7 @@ from compiler.project import StateSettings
 from compiler.spark import LazySession
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
-from mv_world import WIDE, World, seed  # noqa: E402
+from mv_world import WIDE, World, seed, tags_model  # noqa: E402
 
 FORCED = "strategy='incremental'"
 CHUNKS = "strategy='chunked', chunk_keys=2"
@@ -44,6 +44,26 @@ def test_every_strategy_gives_the_same_mv(spark, tmp_path):
     assert world.table("inc") == world.table("chunk") == world.table("full")
     steps = world.store.steps("chunk", 1)[0]
     assert steps.strategy == CHUNKED and steps.seconds > 0 and steps.detail["chunks"] >= 2
+
+
+def test_every_strategy_gives_the_same_one_to_many_mv(spark, tmp_path):
+    tags = tags_model("LEFT JOIN")
+    models = {"inc": tags, "chunk": tags.replace(FORCED, CHUNKS), "full": tags.replace(FORCED, "strategy='full'")}
+    world = World(spark, tmp_path, models)
+    seed(world)
+    for tag, offer in ((900, 1), (901, 1), (902, 2), (903, 3)):
+        world.put("offer_tags", id=tag, offer_id=offer, cat_id=7, text=f"tag {tag}")
+    for name in models:
+        assert world.refresh(name).mode == "build"
+    world.put("offer_tags", id=901, offer_id=4)               # moves
+    world.delete("offer_tags", 902)                           # offer 2 loses its only tag
+    world.put("offer_tags", id=904, offer_id=3, text="more")  # offer 3 grows
+    world.put("categories", id=7, name="Novels")             # every tag's category
+    outcomes = {name: world.refresh(name) for name in models}
+    assert outcomes["chunk"].strategy == CHUNKED and outcomes["chunk"].decision.chunks >= 2
+    world.check("chunk")
+    assert world.table("inc") == world.table("chunk") == world.table("full")
+    assert len(world.table("inc")) == 6 + 1  # offer 3 has two tags
 
 
 def test_chunked_batch_crashed_between_chunks_resumes_with_new_changes_landing(spark, tmp_path):

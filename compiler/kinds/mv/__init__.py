@@ -62,9 +62,10 @@ class MvKind(ModelKind):
     def expected(self, manifest: "Manifest", model: "Model", store: "StateStore | None") -> "Expected":
         from ...parse import pretty
         from ...verify import Expected
-        from .plan import mv_plan
+        from .plan import mv_plan, readable_query
 
-        return Expected(pretty(model.ast), mv_plan(model, manifest).key)
+        plan = mv_plan(model, manifest)
+        return Expected(pretty(readable_query(plan)) if plan.grain else pretty(model.ast), plan.key)
 
     def derived_sql(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
         from .plan import derived

@@ -3,10 +3,12 @@
 An ``mv`` is ``SELECT … FROM main m [INNER|LEFT] JOIN x ON … [WHERE …]``, or several such
 parts combined with ``UNION ALL`` (each with its own main source, and either a constant
 discriminator column in the key or a key computed one-to-one from the part's main key, e.g.
-``100000000 + m.id``, whose ranges the parts keep apart). Every join binds the joined input's
+``100000000 + m.id``, whose ranges the parts keep apart). A join that binds the joined input's
 whole primary key, or an alternate unique key the source declares (to columns of inputs joined
-before it, or to literals), so one main row gives at most one MV row and the MV's unique key is
-the main source's primary key (per part), possibly computed from main key columns.
+before it, or to literals), gives each main row at most one match; the MV's unique key is then
+the main source's primary key (per part), possibly computed from main key columns. A join that
+binds neither is one-to-many: the key gains that input's primary key (the MV's *grain*), while
+the unit of refresh stays the main key (every row of an affected main key is replaced).
 
 ``mv_plan`` validates the SELECT in phases (shape → names → keys; a phase with errors stops
 the next) and derives, as sqlglot ASTs printed with the Spark dialect:
@@ -94,6 +96,7 @@ class Link:
     line: int
     key: tuple[str, ...] = ()  # the input's primary key
     via: tuple[str, ...] = ()  # the alternate unique key the join binds instead of the primary key
+    many: bool = False  # binds no unique key: one main row may match several rows (the MV's grain grows)
 
     @property
     def constant(self) -> bool:
@@ -101,12 +104,18 @@ class Link:
         return not self.bound
 
     @property
+    def own_key(self) -> bool:
+        """Whether the MV keeps the joined row's own primary key rather than the value the join
+        looked for: joined by an alternate unique key, or one-to-many."""
+        return bool(self.via) or self.many
+
+    @property
     def stored(self) -> tuple[tuple[str, exp.Expression], ...]:
         """Per key column of the input, what the MV's hidden column keeps of it: the value the
-        join looked for (the parent's column), or, joined by an alternate unique key, the joined
-        row's own primary key (NULL when nothing matched), so a change of that row is found by
-        its primary key, which is what the input's changes are."""
-        if self.via:
+        join looked for (the parent's column), or the joined row's own primary key (NULL when
+        nothing matched; ``own_key``), so a change of that row is found by its primary key,
+        which is what the input's changes are."""
+        if self.own_key:
             return tuple((k, exp.column(k, self.alias)) for k in self.key)
         return self.bound
 
@@ -127,6 +136,7 @@ class Part:
     # How the MV rows of this part are told from the other parts': (column, constant) is a literal
     # discriminator; (column, None) is the part's own hidden main key column, set only in its rows.
     discriminator: tuple[str, exp.Expression | None] | None = None
+    grain: tuple[str, ...] = ()  # MV key columns holding the primary keys of one-to-many joined tables
 
     def rows_condition(self, alias: str) -> exp.Expression | None:
         """The condition on MV rows (as ``alias``) that selects this part's rows (None: one part)."""
@@ -179,6 +189,16 @@ class MvPlan:
     @property
     def all_columns(self) -> tuple[str, ...]:
         return self.columns + self.hidden
+
+    @property
+    def grain(self) -> tuple[str, ...]:
+        """The key columns one-to-many joins add to the main key (empty: one MV row per main row)."""
+        return self.parts[0].grain if len(self.parts) == 1 else ()
+
+    @property
+    def readable(self) -> tuple[str, ...]:
+        """The columns readers see: the SELECT's, plus the hidden ones of the key (its grain)."""
+        return self.columns + tuple(k for k in self.key if k not in self.columns)
 
     def topic(self, input_id: str | None = None) -> str:
         """State-store topic of the MV (its lease and batch) or of one of its inputs."""
@@ -264,10 +284,12 @@ def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
         kind = other.kind.name
         mode = kind if kind in ("table", "mv") else None
         key = tuple(getattr(other.kind, "unique_key", ()) or ())
-        if kind == "mv" and not key and other.name in model.depends_on_models:  # upstream only: the DAG ends the recursion
-            key = _mv_key_of(other, manifest)
+        if kind == "mv" and other.name in model.depends_on_models:  # upstream only: the DAG ends the recursion
+            key = _mv_key_of(other, manifest) or key  # the plan's key has the grain of one-to-many joins
         why = "" if mode else f"model '{other.name}' is a {kind}: mvflow cannot see which of its rows change"
         columns = tuple(other.columns) if other.columns else None
+        if columns and kind == "mv":  # readers see the hidden columns of a grain too
+            columns += tuple(k for k in key if k not in columns)
         catalog[other.relation] = _Input(other.name, other.relation, mode, key, columns,
                                          position=(BATCH,) if kind == "mv" else (),
                                          feed=f"{other.relation}__mvflow_changes" if kind == "mv" else None, why=why,
@@ -487,7 +509,30 @@ class _Analyzer:
                 parts.append(part)
         if len(parts) > 1 and len(parts) == len(selects):
             self._check_discriminator(parts, key_positions)
+        if parts and parts[0].grain:
+            key = tuple(k for k in key if k not in parts[0].grain) + parts[0].grain
         return parts, key, columns
+
+    def _check_many(self, links: list[Link], parts: int) -> None:
+        """One-to-many joins widen the MV's key; UNION ALL parts must share one key, so not there."""
+        for link in links:
+            if link.many and parts > 1:
+                self.problem(link.on, "mv-join-not-unique",
+                             f"the join of {link.input} AS {link.alias} does not bind its primary key "
+                             f"({', '.join(link.key)}) nor a declared unique key: one main row could match several "
+                             "rows, which a UNION ALL part cannot hold (its parts share one key)",
+                             f"join on the whole key ({', '.join(link.key)}), declare the columns it binds as unique "
+                             "on the source ('unique: [[col, ...]]') if they are, or make the part an mv of its own")
+
+    def _grain(self, index: int, select: exp.Select, links: list[Link], columns: list[str]) -> tuple[str, ...]:
+        """Per primary key column of each one-to-many joined table, the MV column that holds it:
+        the selected column, else the link's hidden key column (which keeps the joined row's key)."""
+        names = []
+        for link in links:
+            for k in link.key if link.many else ():
+                selected = next((columns[i] for i, e in enumerate(select.expressions) if _is_column_of(e, link.alias, k)), None)
+                names.append(selected or f"{HIDDEN_PREFIX}k_{link.alias}_{k}")
+        return tuple(names)
 
     def _links(self, select: exp.Select, info: dict) -> list[Link]:
         links = []
@@ -518,22 +563,19 @@ class _Analyzer:
         def binds(columns: tuple[str, ...]) -> bool:
             return all(k.lower() in bound or k.lower() in literals for k in columns)
 
+        primary = tuple(k.lower() for k in source.key)
         via: tuple[str, ...] = ()  # an alternate unique key the join binds instead of the primary key
+        many = False  # no unique key bound: the MV's grain gains the joined table's primary key
         if not binds(source.key):
             via = next((tuple(k.lower() for k in u) for u in source.unique if binds(u)), ())
-            if not via:
-                missing = [k for k in source.key if k.lower() not in bound and k.lower() not in literals]
-                self.problem(join, "mv-join-not-unique",
-                             f"the join of {source.relation} AS {alias} does not bind its primary key column(s) "
-                             f"{', '.join(missing)}: one main row could match several rows",
-                             f"join on the whole key ({', '.join(source.key)}), declare the columns it binds as unique "
-                             "on the source ('unique: [[col, ...]]') if they are, or use materialized='table'")
-        key = via or tuple(k.lower() for k in source.key)
+            many = not via
+        # a one-to-many join keeps every column it binds (they say which rows it matches)
+        key = via or (tuple(sorted({*bound, *literals})) if many else primary)
         side = "left" if join.args.get("side") == "LEFT" else "inner"
         return Link(alias, source.id, side, join.args["on"], tuple(sorted(parents)),
                     tuple((k, bound[k]) for k in key if k in bound),
                     tuple((k, literals[k]) for k in key if k not in bound and k in literals),
-                    self._line(join) or 0, tuple(k.lower() for k in source.key), via)
+                    self._line(join) or 0, primary, via, many)
 
     def _key_positions(self, selects: list[exp.Select], resolved: list[dict]) -> list[int] | None:
         columns = _output_names(selects[0])
@@ -571,9 +613,13 @@ class _Analyzer:
         main_alias = info["order"][0]
         main = info["aliases"][main_alias]
         main_key = tuple(k.lower() for k in main.key)
+        self._check_many(links, parts)
+        grain = self._grain(index, select, links, columns)
         key_exprs = []
         covered: set[str] = set()
         for position in key_positions:
+            if columns[position] in grain:
+                continue
             expr = _unalias(select.expressions[position])
             refs = list(expr.find_all(exp.Column))
             bad = [c for c in refs if _alias_of(c) != main_alias or c.name.lower() not in main_key]
@@ -614,7 +660,7 @@ class _Analyzer:
         elif own_columns:
             discriminator = (main_cols[0], None)
         return Part(index, select, main_alias, main.id, main_key, tuple(links), tuple(key_exprs), tuple(main_cols),
-                    tuple(hidden), discriminator)
+                    tuple(hidden), discriminator, grain)
 
     def _check_discriminator(self, parts: list[Part], key_positions: list[int]) -> None:
         """Parts without a constant discriminator in the key must compute their keys differently
@@ -825,7 +871,7 @@ def _changed(plan: MvPlan, link: Link | None, input_id: str, columns: list[exp.E
     """Changed keys of an input, filtered by the literals the join binds its key to."""
     select = exp.select(*columns).from_(_table(plan.view_name(f"changed_{plan.inputs[input_id].slug}"), "c"))
     # (a join by an alternate unique key binds literals to columns the changed keys do not hold)
-    literals = [exp.column(k, "c").eq(value.copy()) for k, value in (link.literals if link and not link.via else ())]
+    literals = [exp.column(k, "c").eq(value.copy()) for k, value in (link.literals if link and not link.own_key else ())]
     return _where(select, literals)
 
 
@@ -852,7 +898,7 @@ def _walk_back(part: Part, aliases: list[str], as_joined: bool = False) -> exp.S
 
 def _needs_forward(part: Part, link: Link) -> bool:
     """Whether a change of ``link`` can add MV rows the MV does not hold now (INNER joins, WHERE)."""
-    if link.via:  # the MV keeps the joined row's own key, so a row that starts to match is seen only here
+    if link.own_key:  # the MV keeps the joined row's own key, so a row that starts to match is seen only here
         return True
     subtree = {link.alias} | part.descendants(link.alias)
     where = part.select.args.get("where")
@@ -862,7 +908,7 @@ def _needs_forward(part: Part, link: Link) -> bool:
 
 def _shortcut(part: Part, link: Link) -> dict[str, str] | None:
     """Main key column → the input's key column, when the join binds the main key directly."""
-    if link.via:  # the changed keys are the input's primary key, not the bound columns
+    if link.own_key:  # the changed keys are the input's primary key, not the bound columns
         return None
     direct = {col.name.lower(): k for k, col in link.bound if _alias_of(col) == part.main_alias}
     return {m: direct[m] for m in part.main_key} if all(m in direct for m in part.main_key) else None
@@ -936,7 +982,7 @@ def walk_query(plan: MvPlan, part: Part) -> exp.Select | None:
     links = _walked(part)
     if not links:
         return None
-    aliases = {a for link in links for a in [*part.ancestors(link.alias), *([link.alias] if link.via else [])]}
+    aliases = {a for link in links for a in [*part.ancestors(link.alias), *([link.alias] if link.own_key else [])]}
     order = [a for a in [part.main_alias, *(l.alias for l in part.links)] if a in aliases]
     # a join by a unique key is walked from the joined rows themselves (the changes are their primary keys)
     conditions = [_in([col.copy() for _, col in link.stored],
@@ -989,7 +1035,8 @@ def key_query(plan: MvPlan, input_id: str, part: Part) -> exp.Query | None:
 
 
 def affected_keys_query(plan: MvPlan) -> exp.Query:
-    """MV keys of the affected main keys of every part (view ``keys``)."""
+    """MV keys of the affected main keys of every part (view ``keys``; with a grain, the part of
+    the key computed from the main key: the unit of refresh)."""
     queries = []
     for part in plan.parts:
         columns = [exp.alias_(e.copy(), k) for e, k in zip(part.key_exprs, plan.key)]
@@ -1013,13 +1060,42 @@ def chunk_query(plan: MvPlan, part: Part) -> exp.Select:
 
 def delta_query(plan: MvPlan, batch: bool = True) -> exp.Select:
     """One delta row per affected key: the recomputed row, or a tombstone when it is gone (with
-    the batch number for parquet's delta partition; a Delta MERGE's source has none)."""
-    columns = [exp.column(c, "a" if c in plan.key else "r") for c in plan.all_columns]
+    the batch number for parquet's delta partition; a Delta MERGE's source has none).
+
+    With a grain (one-to-many joins), the keys a batch replaces are the stored rows of the
+    affected main keys, which the recomputed rows may outnumber or fall short of: a full join.
+
+    >>> plan = plan_from_sql("SELECT o.id, n.text FROM d.o AS o LEFT JOIN d.n AS n ON n.oid = o.id",
+    ...                      {"d.o": ("position", ("id",)), "d.n": ("position", ("id",))})
+    >>> print(delta_query(plan, batch=False).sql(dialect="spark"))
+    SELECT COALESCE(r.id, a.id) AS id, r.text, COALESCE(r._mvflow_k_n_id, a._mvflow_k_n_id) AS _mvflow_k_n_id, r._mvflow_found IS NULL AS _mvflow_deleted FROM (SELECT DISTINCT s.id, s._mvflow_k_n_id FROM mvflow_mv_stored AS s WHERE s.id IN (SELECT id FROM mvflow_mv_affected_p0)) AS a FULL OUTER JOIN mvflow_mv_rows AS r ON a.id IS NOT DISTINCT FROM r.id AND a._mvflow_k_n_id IS NOT DISTINCT FROM r._mvflow_k_n_id
+    """
+    grain = bool(plan.grain)
+    if grain:
+        columns = [exp.alias_(exp.func("coalesce", exp.column(c, "r"), exp.column(c, "a")), c) if c in plan.key
+                   else exp.column(c, "r") for c in plan.all_columns]
+    else:
+        columns = [exp.column(c, "a" if c in plan.key else "r") for c in plan.all_columns]
     deleted = exp.alias_(exp.column(FOUND, "r").is_(exp.null()), DELETED)
     number = [exp.alias_(exp.cast(exp.Placeholder(this="batch"), "BIGINT"), BATCH)] if batch else []
     on = _and(exp.NullSafeEQ(this=exp.column(k, "a"), expression=exp.column(k, "r")) for k in plan.key)
-    return (exp.select(*columns, deleted, *number).from_(_table(plan.view_name("keys"), "a"))
-            .join(_table(plan.view_name("rows"), "r"), on=on, join_type="left"))
+    keys = _stored_grain_keys(plan).subquery("a") if grain else _table(plan.view_name("keys"), "a")
+    return (exp.select(*columns, deleted, *number).from_(keys)
+            .join(_table(plan.view_name("rows"), "r"), on=on, join_type="full outer" if grain else "left"))
+
+
+def _stored_grain_keys(plan: MvPlan) -> exp.Select:
+    """The stored MV keys of the affected main keys (one part: a grain needs one)."""
+    part = plan.parts[0]
+    affected = exp.select(*part.main_key).from_(plan.view_name("affected_p0"))
+    return (exp.select(*[exp.column(k, "s") for k in plan.key]).distinct().from_(_table(plan.view_name("stored"), "s"))
+            .where(_in([exp.column(c, "s") for c in part.main_key_columns], affected)))
+
+
+def readable_query(plan: MvPlan) -> exp.Query:
+    """What readers see of the MV (``mvflow verify`` compares a grain MV with it): the SELECT's
+    columns, plus the hidden ones of the key."""
+    return exp.select(*[exp.column(c, "q") for c in plan.readable]).from_(full_query(plan).subquery("q"))
 
 
 def merge_statement(plan: MvPlan) -> str:
@@ -1307,10 +1383,10 @@ def _derive_parquet(plan: MvPlan, q: dict[str, str]) -> None:
     # the size of the delta, so that readers' plans broadcast a small one instead of shuffling the base
     q["delta_stats"] = f"ANALYZE TABLE {delta} COMPUTE STATISTICS NOSCAN"
     for slot in SLOTS:
-        visible = pretty(state_query(plan, columns=plan.columns, slot=slot))
+        visible = pretty(state_query(plan, columns=plan.readable, slot=slot))
         q[f"view:{slot}"] = f"CREATE OR REPLACE VIEW {plan.relation} AS\n{visible}"
         # an empty delta (after a build or a compaction): readers read the base alone, no merge
-        plain = pretty(exp.select(*[exp.column(c, "b") for c in plan.columns])
+        plain = pretty(exp.select(*[exp.column(c, "b") for c in plan.readable])
                        .from_(_table(plan.table_name(f"base_{slot}"), "b")))
         q[f"plain:{slot}"] = f"CREATE OR REPLACE VIEW {plan.relation} AS\n{plain}"
     q["state"] = pretty(state_query(plan))  # the current rows with their hidden keys, what a compaction keeps
@@ -1331,8 +1407,15 @@ def bind_literal(text: str, name: str, value: int) -> str:
 
 
 def _publish(plan: MvPlan) -> str:
-    return (f"INSERT OVERWRITE TABLE {plan.table_name('changes')} PARTITION ({BATCH})\n"
-            f"SELECT {', '.join(plan.key)}, CAST(:batch AS BIGINT) AS {BATCH}\nFROM {plan.view_name('keys')}")
+    """The MV keys a batch replaced, for the MVs that read this one: the affected keys, or with a
+    grain, the stored keys of the affected main keys and the recomputed ones."""
+    batch = exp.alias_(exp.cast(exp.Placeholder(this="batch"), "BIGINT"), BATCH)
+    keys: exp.Expression = exp.to_table(plan.view_name("keys"))
+    if plan.grain:
+        keys = exp.union(_stored_grain_keys(plan), exp.select(*plan.key).from_(plan.view_name("rows")),
+                         distinct=True).subquery("k")
+    select = pretty(exp.select(*plan.key, batch).from_(keys))
+    return f"INSERT OVERWRITE TABLE {plan.table_name('changes')} PARTITION ({BATCH})\n{select}"
 
 
 def _create_changes(plan: MvPlan, table: str) -> str:
@@ -1367,6 +1450,8 @@ def explain(plan: MvPlan, notes: Iterable[str] = ()) -> str:
     lines said after the key (the refresh strategy and its estimates, ``compiler.kinds.mv.strategy``)."""
     lines = [f"mv {plan.name} ({plan.relation}) from {plan.path}",
              f"  unique key: {', '.join(plan.key)}",
+             *([f"  grain: one row per main key and per row of each one-to-many join ({', '.join(plan.grain)}); "
+                "a refresh replaces every row of an affected main key"] if plan.grain else []),
              f"  hidden key columns: {', '.join(plan.hidden) or '(none)'}", *notes]
     for part in plan.parts:
         mine = part.rows_condition("mv")
@@ -1375,6 +1460,10 @@ def explain(plan: MvPlan, notes: Iterable[str] = ()) -> str:
         for link in part.links:
             how = ", ".join([f"{k} = {c.sql(dialect='spark')}" for k, c in link.bound] +
                             [f"{k} = {v.sql(dialect='spark')}" for k, v in link.literals])
+            if link.many:
+                lines.append(f"    {link.side} join {link.input} AS {link.alias} one-to-many on ({how}), "
+                             f"its rows told apart by their key ({', '.join(link.key)})")
+                continue
             how = f"unique key {', '.join(link.via)}: {how}" if link.via else how
             lines.append(f"    {link.side} join {link.input} AS {link.alias} on key ({how})")
     lines.append("  inputs:")
