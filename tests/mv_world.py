@@ -138,6 +138,39 @@ WHERE o.deleted = FALSE AND s.deleted = FALSE
 """
 
 
+SHOP_STATS = """
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+SELECT
+  o.shop_id,
+  s.name AS shop,
+  COUNT(*) AS offers,
+  COUNT(DISTINCT o.cat_id) AS categories,
+  SUM(p.price) AS total,
+  MIN(p.price) AS cheapest,
+  AVG(p.price) AS mean,
+  MAX(o.title) AS last_title,
+  ARRAY_SORT(COLLECT_SET(c.name)) AS category_names
+FROM {{{{ source('{db}', 'offers') }}}} AS o
+JOIN {{{{ source('{db}', 'shops') }}}} AS s ON s.id = o.shop_id AND s.deleted = FALSE
+LEFT JOIN {{{{ source('{db}', 'prices') }}}} AS p ON p.offer_id = o.id AND p.kind = 'retail'
+LEFT JOIN {{{{ source('{db}', 'categories') }}}} AS c ON c.id = o.cat_id
+WHERE o.deleted = FALSE AND o.status = 'active'
+GROUP BY o.shop_id, s.name
+"""
+
+REGION_STATS = """
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+SELECT r.name AS region, COUNT(*) AS offers, COUNT(DISTINCT s.id) AS shops
+FROM {{{{ source('{db}', 'offers') }}}} AS o
+JOIN {{{{ source('{db}', 'shops') }}}} AS s ON s.id = o.shop_id
+JOIN {{{{ source('{db}', 'warehouses') }}}} AS w ON w.id = s.wh_id
+LEFT JOIN {{{{ source('{db}', 'regions') }}}} AS r ON r.id = w.region_id
+WHERE o.deleted = FALSE
+GROUP BY r.name
+HAVING COUNT(*) >= 2
+"""
+
+
 def tags_model(join: str) -> str:
     """Offers with each of their tags (``offer_tags``: many per offer, keyed by their own id,
     which stays hidden in the MV's key) and each tag's category."""

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
-from mv_world import STAFF, World, notes_model, seed, tags_model, union_model  # noqa: E402
+from mv_world import REGION_STATS, SHOP_STATS, STAFF, World, notes_model, seed, tags_model, union_model  # noqa: E402
 
 OFFERS, SHOPS, WAREHOUSES, REGIONS, CATEGORIES = range(1, 8), (100, 200, 300, 400), (10, 20, 30), (1, 2, 3), (7, 8, 9)
 
@@ -52,7 +52,7 @@ many = st.one_of(
     st.builds(lambda p: ("delete", "shop_staff", (p,)), st.sampled_from((60, 61))),
 )
 SHAPE_MODELS = {"parts": union_model("computed"), "notes": notes_model("LEFT JOIN"), "tags": tags_model("JOIN"),
-                "staff": STAFF}
+                "staff": STAFF, "shop_stats": SHOP_STATS, "region_stats": REGION_STATS}
 
 _worlds: dict[str, World] = {}
 
@@ -93,7 +93,7 @@ def test_random_change_sequences_keep_the_delta_mv_equal_to_its_select(spark, tm
 
 @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(batches=st.lists(st.lists(st.one_of(operation, notes, many), min_size=1, max_size=5), min_size=1, max_size=2))
-def test_random_change_sequences_keep_union_all_unique_key_and_one_to_many_mvs_equal_to_their_select(spark, tmp_path_factory, batches):
+def test_random_change_sequences_keep_every_mv_shape_equal_to_its_select(spark, tmp_path_factory, batches):
     if "shapes" not in _worlds:
         world = World(spark, tmp_path_factory.mktemp("mvshapes"), SHAPE_MODELS)
         seed(world)

@@ -65,7 +65,8 @@ class MvKind(ModelKind):
         from .plan import mv_plan, readable_query
 
         plan = mv_plan(model, manifest)
-        return Expected(pretty(readable_query(plan)) if plan.grain else pretty(model.ast), plan.key)
+        select = readable_query(plan) if plan.readable != plan.columns else model.ast
+        return Expected(pretty(select), plan.visible_key)
 
     def derived_sql(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
         from .plan import derived

@@ -137,6 +137,10 @@ class Part:
     # discriminator; (column, None) is the part's own hidden main key column, set only in its rows.
     discriminator: tuple[str, exp.Expression | None] | None = None
     grain: tuple[str, ...] = ()  # MV key columns holding the primary keys of one-to-many joined tables
+    # GROUP BY: the aggregating SELECT (``select`` is then its row-level members SELECT) and, per
+    # group column of the MV, the expression it groups by
+    grouped: exp.Select | None = None
+    groups: tuple[tuple[str, exp.Expression], ...] = ()
 
     def rows_condition(self, alias: str) -> exp.Expression | None:
         """The condition on MV rows (as ``alias``) that selects this part's rows (None: one part)."""
@@ -196,9 +200,27 @@ class MvPlan:
         return self.parts[0].grain if len(self.parts) == 1 else ()
 
     @property
+    def grouped(self) -> Part | None:
+        """The part of a GROUP BY MV (it has one): the stored table holds a *member* row per main
+        row (its group values, main key and hidden keys; aggregates NULL) and a row per group
+        (main key NULL), which readers see."""
+        return self.parts[0] if self.parts and self.parts[0].grouped is not None else None
+
+    @property
+    def visible_key(self) -> tuple[str, ...]:
+        """The key of the rows readers see: the GROUP BY columns, or the MV's key."""
+        return tuple(name for name, _ in self.grouped.groups) if self.grouped else self.key
+
+    @property
     def readable(self) -> tuple[str, ...]:
         """The columns readers see: the SELECT's, plus the hidden ones of the key (its grain)."""
-        return self.columns + tuple(k for k in self.key if k not in self.columns)
+        return self.columns + tuple(k for k in self.visible_key if k not in self.columns)
+
+    @property
+    def table(self) -> str:
+        """The stored Delta table: under the model's name, except for a GROUP BY MV, whose member
+        rows readers must not see (a view under the model's name shows the groups)."""
+        return self.table_name("rows") if self.grouped else self.relation
 
     def topic(self, input_id: str | None = None) -> str:
         """State-store topic of the MV (its lease and batch) or of one of its inputs."""
@@ -284,9 +306,12 @@ def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
         kind = other.kind.name
         mode = kind if kind in ("table", "mv") else None
         key = tuple(getattr(other.kind, "unique_key", ()) or ())
-        if kind == "mv" and other.name in model.depends_on_models:  # upstream only: the DAG ends the recursion
-            key = _mv_key_of(other, manifest) or key  # the plan's key has the grain of one-to-many joins
         why = "" if mode else f"model '{other.name}' is a {kind}: mvflow cannot see which of its rows change"
+        upstream = _mv_plan_of(other, manifest) if kind == "mv" and other.name in model.depends_on_models else None
+        if upstream is not None:  # upstream only: the DAG ends the recursion
+            key = upstream.key  # it has the grain of one-to-many joins
+            if upstream.grouped:
+                mode, why = None, f"model '{other.name}' is a GROUP BY mv: its changed groups are not published yet"
         columns = tuple(other.columns) if other.columns else None
         if columns and kind == "mv":  # readers see the hidden columns of a grain too
             columns += tuple(k for k in key if k not in columns)
@@ -297,11 +322,11 @@ def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
     return catalog
 
 
-def _mv_key_of(other: "Model", manifest: "Manifest") -> tuple[str, ...]:
+def _mv_plan_of(other: "Model", manifest: "Manifest") -> MvPlan | None:
     try:
-        return mv_plan(other, manifest).key
+        return mv_plan(other, manifest)
     except CompileError:
-        return ()
+        return None
 
 
 def _line_offset(model: "Model") -> int:
@@ -329,6 +354,7 @@ class _Analyzer:
         self.unique_key = unique_key
         self.problems: list[Problem] = []
         self.warnings: list[Problem] = []
+        self.groups: tuple[tuple[str, exp.Expression], ...] | None = None  # a GROUP BY MV's groups
 
     def problem(self, node: exp.Expression | None, code: str, message: str, hint: str | None = None) -> None:
         self.problems.append(Problem(f"mv '{self.name}': {message}", self.path, self._line(node), hint=hint, code=code))
@@ -352,8 +378,16 @@ class _Analyzer:
         self._stop_if_any()
         resolved = [self._phase_names(index, select) for index, select in enumerate(selects)]
         self._stop_if_any()
+        grouped = selects[0] if len(selects) == 1 and _aggregates(selects[0]) else None
+        if grouped is not None:
+            selects = [self._members(grouped, resolved[0])]
+            self._stop_if_any()
         parts, key, columns = self._phase_keys(selects, resolved)
         self._stop_if_any()
+        if grouped is not None:
+            parts[0] = replace(parts[0], grouped=grouped, groups=self.groups)
+            key = tuple(dict.fromkeys(key + tuple(name for name, _ in self.groups)))
+            columns = _output_names(grouped)
         return self._assemble(parts, key, columns)
 
     # phase 1: shape ----------------------------------------------------------------------
@@ -362,7 +396,7 @@ class _Analyzer:
             self.problem(self.ast, "mv-subquery", "WITH (common table expressions) is not supported in an mv", _SUGGEST_TABLE)
         selects = self._union_parts(self.ast)
         for select in selects:
-            self._check_select_shape(select)
+            self._check_select_shape(select, alone=len(selects) == 1)
         return selects
 
     def _union_parts(self, query: exp.Expression) -> list[exp.Select]:
@@ -379,10 +413,10 @@ class _Analyzer:
             return []
         return [query]
 
-    def _check_select_shape(self, select: exp.Select) -> None:
+    def _check_select_shape(self, select: exp.Select, alone: bool) -> None:
         checks = (
-            (select.args.get("group") or select.args.get("having") or select.find(exp.AggFunc), "mv-aggregate",
-             "aggregates (GROUP BY, HAVING, aggregate functions) are not supported in an mv"),
+            (not alone and _aggregates(select), "mv-aggregate",
+             "aggregates (GROUP BY, HAVING, aggregate functions) are not supported in a UNION ALL part of an mv"),
             (select.args.get("distinct"), "mv-distinct", "SELECT DISTINCT is not supported in an mv"),
             (select.find(exp.Window) or select.args.get("qualify"), "mv-window", "window functions are not supported in an mv"),
             (next((s for s in select.find_all(exp.Subquery, exp.Exists) if s is not select), None)
@@ -421,6 +455,46 @@ class _Analyzer:
             if not _is_equality(conjunct):
                 self.problem(conjunct, "mv-join-condition", f"join condition '{conjunct.sql(dialect='spark')}' is not an equality",
                              "a join condition is an AND of column = column or column = literal; move other filters to WHERE")
+
+    # GROUP BY -----------------------------------------------------------------------------
+    def _members(self, select: exp.Select, info: dict) -> exp.Select:
+        """A GROUP BY MV's row-level SELECT, its *members*: per main row, its main key (hidden
+        ``_mvflow_m_<col>``) and the values it is grouped by, under the group columns' names.
+        Records the groups (output column, expression) in ``self.groups``."""
+        group = select.args.get("group")
+        outputs, names = [_unalias(e) for e in select.expressions], _output_names(select)
+        how = "GROUP BY the selected columns that key the MV's rows, e.g. SELECT o.shop_id, count(*) AS n … GROUP BY o.shop_id"
+        if group is None or not group.expressions or any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "all")):
+            self.problem(group or select, "mv-aggregate", "an mv aggregates by GROUP BY of plain expressions only "
+                         "(not without GROUP BY, nor ROLLUP, CUBE, GROUPING SETS or GROUP BY ALL)", how)
+            return select
+        found: dict[int, exp.Expression] = {}
+        for expression in group.expressions:
+            ordinal = expression.is_int and 0 < int(expression.name) <= len(outputs)
+            at = int(expression.name) - 1 if ordinal else next((i for i, o in enumerate(outputs) if o == expression), None)
+            if at is None:
+                self.problem(expression, "mv-aggregate", f"GROUP BY {expression.sql(dialect='spark')} is not a selected "
+                             "column: the MV's rows are keyed by their group columns", how)
+            elif outputs[at].find(exp.AggFunc):
+                self.problem(expression, "mv-aggregate", f"GROUP BY column '{names[at]}' is an aggregate", how)
+            else:
+                found[at] = outputs[at]
+        for at, output in enumerate(outputs):
+            if at not in found and not output.find(exp.AggFunc):
+                self.problem(select.expressions[at], "mv-aggregate",
+                             f"column '{names[at]}' is neither in GROUP BY nor an aggregate", how)
+        self.groups = tuple((names[at], found[at]) for at in sorted(found))
+        if self.unique_key and {k.lower() for k in self.unique_key} != {name for name, _ in self.groups}:
+            self.problem(select, "mv-key-not-derivable", f"unique_key ({', '.join(self.unique_key)}) differs from the "
+                         f"GROUP BY columns ({', '.join(name for name, _ in self.groups)}), which key a GROUP BY mv",
+                         "leave unique_key out, or name the GROUP BY columns")
+        main = info["order"][0]
+        members = select.copy()
+        members.set("group", None)
+        members.set("having", None)
+        keys = [exp.alias_(exp.column(k.lower(), main), f"{HIDDEN_PREFIX}m_{k.lower()}") for k in info["aliases"][main].key]
+        members.set("expressions", keys + [exp.alias_(expr.copy(), name) for name, expr in self.groups])
+        return members
 
     # phase 2: names ----------------------------------------------------------------------
     def _phase_names(self, index: int, select: exp.Select) -> dict | None:
@@ -579,7 +653,7 @@ class _Analyzer:
 
     def _key_positions(self, selects: list[exp.Select], resolved: list[dict]) -> list[int] | None:
         columns = _output_names(selects[0])
-        if self.unique_key:
+        if self.unique_key and self.groups is None:
             missing = [k for k in self.unique_key if k.lower() not in columns]
             if missing:
                 self.problem(selects[0], "mv-key-not-derivable", f"unique_key column(s) {', '.join(missing)} are not selected",
@@ -681,10 +755,13 @@ class _Analyzer:
 
     def _assemble(self, parts: list[Part], key: tuple[str, ...], columns: list[str]) -> MvPlan:
         hidden = tuple(name for part in parts for name, _ in part.hidden)
+        if parts and parts[0].grouped is not None:  # the members' main key is hidden too
+            hidden = parts[0].main_key_columns + hidden
         used: dict[str, set[str]] = {}
         for part in parts:
             aliases = {part.main_alias: part.main_input, **{l.alias: l.input for l in part.links}}
-            for column in part.select.find_all(exp.Column):
+            selects = [part.select] + ([part.grouped] if part.grouped is not None else [])
+            for column in (c for select in selects for c in select.find_all(exp.Column)):
                 if column.table.lower() in aliases:
                     used.setdefault(aliases[column.table.lower()], set()).add(column.name.lower())
             for alias, input_id in aliases.items():
@@ -707,6 +784,10 @@ class _Analyzer:
 
 
 # -- small AST helpers -------------------------------------------------------------------
+def _aggregates(select: exp.Select) -> bool:
+    return bool(select.args.get("group") or select.args.get("having") or select.find(exp.AggFunc))
+
+
 def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:
     if isinstance(condition, exp.Paren):
         return _conjuncts(condition.this)
@@ -834,8 +915,13 @@ def _union(queries: list[exp.Query], distinct: bool) -> exp.Query:
 
 
 def _part_select(plan: MvPlan, part: Part, extra: Iterable[exp.Expression] = ()) -> exp.Select:
-    """The part's SELECT with every hidden column (NULL where another part fills it)."""
+    """The part's SELECT with every hidden column (NULL where another part fills it); of a GROUP BY
+    MV, its member rows: every column of the table, the aggregates NULL."""
     select = part.select.copy()
+    if part.grouped is not None:
+        given = {**{e.alias_or_name.lower(): _unalias(e) for e in select.expressions}, **dict(part.hidden)}
+        values = [exp.alias_(given[c].copy() if c in given else exp.Null(), c) for c in plan.all_columns]
+        return select.select(*values, *extra, append=False, copy=False)
     mine = dict(part.hidden)
     for name in plan.hidden:
         value = mine[name].copy() if name in mine else exp.Null()
@@ -843,6 +929,33 @@ def _part_select(plan: MvPlan, part: Part, extra: Iterable[exp.Expression] = ())
     for item in extra:
         select.select(item, copy=False)
     return select
+
+
+def _group_select(plan: MvPlan, part: Part, extra: Iterable[exp.Expression] = ()) -> exp.Select:
+    """A GROUP BY MV's group rows: its SELECT, the hidden columns NULL."""
+    select = part.grouped.copy()
+    return select.select(*[exp.alias_(exp.Null(), name) for name in plan.hidden], *extra, copy=False)
+
+
+def _group_rows(plan: MvPlan, alias: str) -> exp.Expression:
+    """The condition on stored rows (as ``alias``) of a GROUP BY MV's group rows."""
+    return exp.column(plan.grouped.main_key_columns[0], alias).is_(exp.null())
+
+
+def _in_groups(values: list[exp.Expression], names: list[str], groups: exp.Expression) -> exp.Exists:
+    """Whether ``values`` are one of the groups (``groups``, aliased ``g``, with columns ``names``),
+    compared by ``<=>``: a NULL group value is a group too."""
+    on = _and(exp.NullSafeEQ(this=exp.column(n, "g"), expression=v) for n, v in zip(names, values))
+    return exp.Exists(this=exp.select(exp.Literal.number(1)).from_(groups).where(on))
+
+
+def _stored_groups(plan: MvPlan) -> exp.Select:
+    """The groups the stored members of the affected main keys were in (their old groups)."""
+    part = plan.grouped
+    names = [name for name, _ in part.groups]
+    affected = exp.select(*part.main_key).from_(plan.view_name("affected_p0"))
+    return (exp.select(*[exp.column(n, "m") for n in names]).from_(_table(plan.view_name("stored"), "m"))
+            .where(_in([exp.column(c, "m") for c in part.main_key_columns], affected)))
 
 
 def full_query(plan: MvPlan) -> exp.Query:
@@ -853,18 +966,35 @@ def full_query(plan: MvPlan) -> exp.Query:
     >>> print(full_query(plan).sql(dialect="spark"))
     SELECT o.id, c.name, o.cid AS _mvflow_k_c_id FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid
     """
-    return _union([_part_select(plan, part) for part in plan.parts], distinct=False)
+    groups = [_group_select(plan, plan.grouped)] if plan.grouped else []
+    return _union([_part_select(plan, part) for part in plan.parts] + groups, distinct=False)
 
 
 def refresh_query(plan: MvPlan) -> exp.Query:
-    """The MV SELECT restricted to the affected main keys of each part (views ``affected_p<i>``)."""
+    """The MV SELECT restricted to the affected main keys of each part (views ``affected_p<i>``).
+
+    A GROUP BY MV recomputes the member rows of the affected main keys and every group they were
+    in (stored) or are in now (recomputed).
+
+    >>> plan = plan_from_sql("SELECT o.shop_id, count(*) AS n FROM d.o AS o GROUP BY o.shop_id",
+    ...                      {"d.o": ("position", ("id",))})
+    >>> print(refresh_query(plan).sql(dialect="spark"))
+    WITH mvflow_members AS (SELECT o.shop_id AS shop_id, NULL AS n, o.id AS _mvflow_m_id, TRUE AS _mvflow_found FROM d.o AS o WHERE o.id IN (SELECT id FROM mvflow_mv_affected_p0)), mvflow_groups AS (SELECT m.shop_id FROM mvflow_mv_stored AS m WHERE m._mvflow_m_id IN (SELECT id FROM mvflow_mv_affected_p0) UNION SELECT shop_id FROM mvflow_members) SELECT * FROM mvflow_members UNION ALL SELECT o.shop_id, COUNT(*) AS n, NULL AS _mvflow_m_id, TRUE AS _mvflow_found FROM d.o AS o WHERE EXISTS(SELECT 1 FROM mvflow_groups AS g WHERE g.shop_id IS NOT DISTINCT FROM o.shop_id) GROUP BY o.shop_id
+    """
     queries = []
     for part in plan.parts:
         select = _part_select(plan, part, [exp.alias_(exp.true(), FOUND)])
         keys = exp.select(*part.main_key).from_(plan.view_name(f"affected_p{part.index}"))
         _where(select, [_in([exp.column(k, part.main_alias) for k in part.main_key], keys)])
         queries.append(select)
-    return _union(queries, distinct=False)
+    if not plan.grouped:
+        return _union(queries, distinct=False)
+    part, names = plan.grouped, [name for name, _ in plan.grouped.groups]
+    groups = exp.union(_stored_groups(plan), exp.select(*names).from_("mvflow_members"), distinct=True)
+    rows = _group_select(plan, part, [exp.alias_(exp.true(), FOUND)])
+    _where(rows, [_in_groups([e.copy() for _, e in part.groups], names, _table("mvflow_groups", "g"))])
+    both = exp.union(exp.select("*").from_("mvflow_members"), rows, distinct=False)
+    return both.with_("mvflow_members", as_=queries[0]).with_("mvflow_groups", as_=groups)
 
 
 def _changed(plan: MvPlan, link: Link | None, input_id: str, columns: list[exp.Expression]) -> exp.Select:
@@ -1070,7 +1200,7 @@ def delta_query(plan: MvPlan, batch: bool = True) -> exp.Select:
     >>> print(delta_query(plan, batch=False).sql(dialect="spark"))
     SELECT COALESCE(r.id, a.id) AS id, r.text, COALESCE(r._mvflow_k_n_id, a._mvflow_k_n_id) AS _mvflow_k_n_id, r._mvflow_found IS NULL AS _mvflow_deleted FROM (SELECT DISTINCT s.id, s._mvflow_k_n_id FROM mvflow_mv_stored AS s WHERE s.id IN (SELECT id FROM mvflow_mv_affected_p0)) AS a FULL OUTER JOIN mvflow_mv_rows AS r ON a.id IS NOT DISTINCT FROM r.id AND a._mvflow_k_n_id IS NOT DISTINCT FROM r._mvflow_k_n_id
     """
-    grain = bool(plan.grain)
+    grain = bool(plan.grain) or plan.grouped is not None
     if grain:
         columns = [exp.alias_(exp.func("coalesce", exp.column(c, "r"), exp.column(c, "a")), c) if c in plan.key
                    else exp.column(c, "r") for c in plan.all_columns]
@@ -1079,7 +1209,7 @@ def delta_query(plan: MvPlan, batch: bool = True) -> exp.Select:
     deleted = exp.alias_(exp.column(FOUND, "r").is_(exp.null()), DELETED)
     number = [exp.alias_(exp.cast(exp.Placeholder(this="batch"), "BIGINT"), BATCH)] if batch else []
     on = _and(exp.NullSafeEQ(this=exp.column(k, "a"), expression=exp.column(k, "r")) for k in plan.key)
-    keys = _stored_grain_keys(plan).subquery("a") if grain else _table(plan.view_name("keys"), "a")
+    keys = _replaced_keys(plan).subquery("a") if grain else _table(plan.view_name("keys"), "a")
     return (exp.select(*columns, deleted, *number).from_(keys)
             .join(_table(plan.view_name("rows"), "r"), on=on, join_type="full outer" if grain else "left"))
 
@@ -1090,6 +1220,22 @@ def _stored_grain_keys(plan: MvPlan) -> exp.Select:
     affected = exp.select(*part.main_key).from_(plan.view_name("affected_p0"))
     return (exp.select(*[exp.column(k, "s") for k in plan.key]).distinct().from_(_table(plan.view_name("stored"), "s"))
             .where(_in([exp.column(c, "s") for c in part.main_key_columns], affected)))
+
+
+def _replaced_keys(plan: MvPlan) -> exp.Query:
+    """The stored keys a batch of a grain or GROUP BY MV replaces: the rows of the affected main
+    keys and, of a GROUP BY MV, the rows of the groups they were in or are in now (a group that
+    lost its members, or fails HAVING now, is gone from the recomputed rows)."""
+    members = _stored_grain_keys(plan)
+    if not plan.grouped:
+        return members
+    names = [name for name, _ in plan.grouped.groups]
+    now = exp.select(*[exp.column(n, "r") for n in names]).from_(_table(plan.view_name("rows"), "r")).where(
+        exp.not_(_group_rows(plan, "r")))
+    touched = exp.union(_stored_groups(plan), now, distinct=True).subquery("g")
+    groups = (exp.select(*[exp.column(k, "s") for k in plan.key]).from_(_table(plan.view_name("stored"), "s"))
+              .where(exp.and_(_group_rows(plan, "s"), _in_groups([exp.column(n, "s") for n in names], names, touched))))
+    return exp.union(members, groups, distinct=True)
 
 
 def readable_query(plan: MvPlan) -> exp.Query:
@@ -1117,7 +1263,7 @@ def merge_statement(plan: MvPlan) -> str:
     on = " AND ".join(f"t.{k} <=> s.{k}" for k in plan.key)
     others = [c for c in plan.all_columns if c not in plan.key]
     source = "\n".join("  " + line for line in pretty(delta_query(plan, batch=False)).splitlines())
-    lines = [f"MERGE INTO {plan.relation} AS t", f"USING (\n{source}\n) AS s", f"ON {on}",
+    lines = [f"MERGE INTO {plan.table} AS t", f"USING (\n{source}\n) AS s", f"ON {on}",
              f"WHEN MATCHED AND s.{DELETED} THEN DELETE"]
     if others:
         lines.append("WHEN MATCHED THEN UPDATE SET " + ", ".join(f"t.{c} = s.{c}" for c in others))
@@ -1130,7 +1276,8 @@ def merge_statement(plan: MvPlan) -> str:
 def state_query(plan: MvPlan, columns: tuple[str, ...] | None = None, slot: str | None = None) -> exp.Query:
     """The MV's rows: base rows without a newer delta version, plus the newest non-deleted delta rows.
     The tables are ``:base_table``/``:delta_table``, or those of ``slot`` by name (a view's text
-    may hold no parameter markers)."""
+    may hold no parameter markers). Given ``columns`` (what readers see), a GROUP BY MV's group rows only."""
+    readers = columns is not None and plan.grouped is not None
     columns = columns or plan.all_columns
 
     def table(what: str, alias: str) -> exp.Table:
@@ -1146,6 +1293,8 @@ def state_query(plan: MvPlan, columns: tuple[str, ...] | None = None, slot: str 
             .join(_table("delta", "d"), on=on, join_type="left anti"))
     newest = (exp.select(*[exp.column(c, "l") for c in columns]).from_(_table("latest", "l"))
               .where(exp.Not(this=exp.column(DELETED, "l"))))
+    if readers:
+        base, newest = base.where(_group_rows(plan, "b"), copy=False), newest.where(_group_rows(plan, "l"), copy=False)
     return _union([base, newest], distinct=False).with_("delta", as_=delta).with_("latest", as_=latest)
 
 
@@ -1349,15 +1498,21 @@ def _derive_delta(plan: MvPlan, q: dict[str, str]) -> None:
     """A Delta MV: one table under the model's name, replaced by a build, merged into by a batch."""
     from ...table_format import DELTA_PROPERTIES, cluster_clause, using
 
-    q["build"] = f"CREATE OR REPLACE TABLE {plan.relation}\n{using('delta', DELTA_PROPERTIES, plan.cluster_by)}\nAS\n{q['full']}"
+    table = plan.table
+    q["build"] = f"CREATE OR REPLACE TABLE {table}\n{using('delta', DELTA_PROPERTIES, plan.cluster_by)}\nAS\n{q['full']}"
     # a changed cluster_by: a metadata-only commit, then "optimize" clusters the files (rows stay)
-    q["cluster_by"] = f"ALTER TABLE {plan.relation} {cluster_clause(plan.cluster_by)}"
+    q["cluster_by"] = f"ALTER TABLE {table} {cluster_clause(plan.cluster_by)}"
     q["merge"] = merge_statement(plan)
     # Delta's parser takes a literal only here: the runner binds the version into the text (bind_literal).
-    q["restore"] = f"RESTORE TABLE {plan.relation} TO VERSION AS OF :version"
-    q["optimize"] = f"OPTIMIZE {plan.relation}"
-    q["create_changes"] = _create_changes(plan, plan.relation)
-    q["publish"] = _publish(plan)
+    q["restore"] = f"RESTORE TABLE {table} TO VERSION AS OF :version"
+    q["optimize"] = f"OPTIMIZE {table}"
+    q["create_changes"] = _create_changes(plan, table)
+    if plan.grouped:  # readers see the group rows through a view under the model's name
+        groups = exp.select(*[exp.column(c, "t") for c in plan.readable]).from_(_table(table, "t"))
+        q["reader_view"] = f"CREATE OR REPLACE VIEW {plan.relation} AS\n{pretty(groups.where(_group_rows(plan, 't')))}"
+        q["drop_table"] = f"DROP TABLE IF EXISTS {plan.relation}"  # a plain Delta MV's table, when it was one
+    if not plan.grouped:  # no MV may read a GROUP BY MV yet: nothing to publish to
+        q["publish"] = _publish(plan)
     # the parquet format's storage, when a model switches to Delta
     q["drop_view"] = f"DROP VIEW IF EXISTS {plan.relation}"
     for slot in SLOTS:
@@ -1379,15 +1534,16 @@ def _derive_parquet(plan: MvPlan, q: dict[str, str]) -> None:
     one_file.set("hint", exp.Hint(expressions=[exp.Anonymous(this="COALESCE", expressions=[exp.Literal.number(1)])]))
     q["write_delta_small"] = f"INSERT OVERWRITE TABLE {delta} PARTITION ({BATCH})\n{pretty(one_file)}"
     q["create_changes"] = _create_changes(plan, base)
-    q["publish"] = _publish(plan)
+    if not plan.grouped:  # no MV may read a GROUP BY MV yet: nothing to publish to
+        q["publish"] = _publish(plan)
     # the size of the delta, so that readers' plans broadcast a small one instead of shuffling the base
     q["delta_stats"] = f"ANALYZE TABLE {delta} COMPUTE STATISTICS NOSCAN"
     for slot in SLOTS:
         visible = pretty(state_query(plan, columns=plan.readable, slot=slot))
         q[f"view:{slot}"] = f"CREATE OR REPLACE VIEW {plan.relation} AS\n{visible}"
         # an empty delta (after a build or a compaction): readers read the base alone, no merge
-        plain = pretty(exp.select(*[exp.column(c, "b") for c in plan.readable])
-                       .from_(_table(plan.table_name(f"base_{slot}"), "b")))
+        plain = exp.select(*[exp.column(c, "b") for c in plan.readable]).from_(_table(plan.table_name(f"base_{slot}"), "b"))
+        plain = pretty(plain.where(_group_rows(plan, "b"), copy=False) if plan.grouped else plain)
         q[f"plain:{slot}"] = f"CREATE OR REPLACE VIEW {plan.relation} AS\n{plain}"
     q["state"] = pretty(state_query(plan))  # the current rows with their hidden keys, what a compaction keeps
     q["compact"] = f"CREATE TABLE {base}\nUSING parquet\nAS\nSELECT *\nFROM {plan.view_name('current')}"
@@ -1452,6 +1608,9 @@ def explain(plan: MvPlan, notes: Iterable[str] = ()) -> str:
              f"  unique key: {', '.join(plan.key)}",
              *([f"  grain: one row per main key and per row of each one-to-many join ({', '.join(plan.grain)}); "
                 "a refresh replaces every row of an affected main key"] if plan.grain else []),
+             *([f"  grouped by: {', '.join(plan.visible_key)} (readers' key); the table also keeps a member row "
+                f"per main row ({', '.join(plan.grouped.main_key_columns)}); a refresh recomputes the groups the "
+                "members of the affected main keys were in or are in now"] if plan.grouped else []),
              f"  hidden key columns: {', '.join(plan.hidden) or '(none)'}", *notes]
     for part in plan.parts:
         mine = part.rows_condition("mv")

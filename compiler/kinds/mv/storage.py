@@ -235,7 +235,8 @@ class ParquetStorage:
 
 
 class DeltaStorage:
-    """One Delta table under the model's name, replaced by a build, merged into by a batch."""
+    """One Delta table under the model's name, replaced by a build, merged into by a batch (of a
+    GROUP BY MV: a table beside it, read through a view of its group rows under the model's name)."""
 
     # The MERGE joins its (materialized, so unsized) source to the whole table: only adaptive
     # execution sees at run time that the source is small and broadcasts it instead of shuffling the table.
@@ -246,7 +247,7 @@ class DeltaStorage:
 
     @property
     def relation(self) -> str:
-        return self.run.plan.relation
+        return self.run.plan.table
 
     def exists(self, state: MvState) -> bool:
         return state.version >= 0 and _is_view(self.run.spark, self.relation) is False
@@ -294,6 +295,10 @@ class DeltaStorage:
         run.sql("build")
         if run.plan.cluster_by:  # CREATE … CLUSTER BY does not cluster what it writes; OPTIMIZE does
             run.sql("optimize")
+        if "reader_view" in run.derived.queries:
+            if _is_view(run.spark, run.plan.relation) is False:  # a plain Delta MV's table
+                run.sql("drop_table")
+            run.sql("reader_view")
         run.phase("mv:build-replaced")
         version, metrics = delta_commit(run.spark, self.relation)  # the rows from the commit's metrics: no count
         rows = int(metrics["numOutputRows"]) if "numOutputRows" in metrics else run.spark.table(self.relation).count()
