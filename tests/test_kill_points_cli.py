@@ -51,7 +51,7 @@ def _line(output: str, model: str) -> str:
 
 def test_mv_killed_after_next_written_with_changes_before_the_redo_slow(demo):
     _mvflow(demo, "demo", "change", "--seed", "101")
-    killed = _mvflow(demo, "run", kill_at="mv:next-written")
+    killed = _mvflow(demo, "run", "--select", "offers_wide", kill_at="mv:next-written")
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
     status = _mvflow(demo, "status").stdout
     assert "dead: pid" in status, f"the killed runner's leases show as dead:\n{status}"
