@@ -266,3 +266,32 @@ def test_group_by_crash_new_changes_and_redo(spark, tmp_path, table_format):
     if table_format == "delta":  # readers see the groups through a view; the members stay in the table beside it
         relation = world.manifest.models["stats"].relation
         assert spark.sql(f"SELECT COUNT(*) AS n FROM {relation}__mvflow_rows").first().n > 2
+
+
+TAG_COUNTS = """
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+SELECT t.text AS tag, COUNT(*) AS offers, COUNT(t.id) AS tagged
+FROM {{{{ source('{db}', 'offers') }}}} AS o
+LEFT JOIN {{{{ source('{db}', 'offer_tags') }}}} AS t ON t.offer_id = o.id AND t.deleted = FALSE
+WHERE o.deleted = FALSE
+GROUP BY t.text
+"""
+
+
+def test_group_by_over_a_one_to_many_join(spark, tmp_path):
+    """Members keyed by offer and tag; tags move between groups and offers, untagged offers form
+    the NULL group."""
+    world = World(spark, tmp_path, {"tag_counts": TAG_COUNTS})
+    seed(world)
+    world.put("offer_tags", id=900, offer_id=1, text="red")
+    world.put("offer_tags", id=901, offer_id=1, text="big")
+    assert world.refresh("tag_counts").mode == "build"
+    for change in [lambda: world.put("offer_tags", id=902, offer_id=2, text="red"),
+                   lambda: world.put("offer_tags", id=900, offer_id=3),
+                   lambda: world.delete("offer_tags", 901),                     # group "big" vanishes
+                   lambda: world.delete("offers", 3),
+                   lambda: world.put("offer_tags", id=901, deleted=False, text="red")]:
+        change()
+        assert world.refresh("tag_counts").mode == "refresh"
+        world.check("tag_counts")
+    assert {(r.tag, r.offers, r.tagged) for r in world.table("tag_counts")} == {("red", 2, 2), (None, 3, 0)}
