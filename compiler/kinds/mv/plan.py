@@ -951,11 +951,15 @@ def _in_groups(values: list[exp.Expression], names: list[str], groups: exp.Expre
 
 def _stored_groups(plan: MvPlan) -> exp.Select:
     """The groups the stored members of the affected main keys were in (their old groups)."""
-    part = plan.grouped
-    names = [name for name, _ in part.groups]
+    return _stored_of_affected(plan, [name for name, _ in plan.grouped.groups], "m")
+
+
+def _stored_of_affected(plan: MvPlan, columns: list[str] | tuple[str, ...], alias: str) -> exp.Select:
+    """``columns`` of the stored rows of the affected main keys (one part: a grain or GROUP BY MV has one)."""
+    part = plan.parts[0]
     affected = exp.select(*part.main_key).from_(plan.view_name("affected_p0"))
-    return (exp.select(*[exp.column(n, "m") for n in names]).from_(_table(plan.view_name("stored"), "m"))
-            .where(_in([exp.column(c, "m") for c in part.main_key_columns], affected)))
+    return (exp.select(*[exp.column(c, alias) for c in columns]).from_(_table(plan.view_name("stored"), alias))
+            .where(_in([exp.column(c, alias) for c in part.main_key_columns], affected)))
 
 
 def full_query(plan: MvPlan) -> exp.Query:
@@ -1215,11 +1219,8 @@ def delta_query(plan: MvPlan, batch: bool = True) -> exp.Select:
 
 
 def _stored_grain_keys(plan: MvPlan) -> exp.Select:
-    """The stored MV keys of the affected main keys (one part: a grain needs one)."""
-    part = plan.parts[0]
-    affected = exp.select(*part.main_key).from_(plan.view_name("affected_p0"))
-    return (exp.select(*[exp.column(k, "s") for k in plan.key]).distinct().from_(_table(plan.view_name("stored"), "s"))
-            .where(_in([exp.column(c, "s") for c in part.main_key_columns], affected)))
+    """The stored MV keys of the affected main keys."""
+    return _stored_of_affected(plan, plan.key, "s").distinct()
 
 
 def _replaced_keys(plan: MvPlan) -> exp.Query:

@@ -246,14 +246,14 @@ class DeltaStorage:
         self.run = run
 
     @property
-    def relation(self) -> str:
+    def table(self) -> str:
         return self.run.plan.table
 
     def exists(self, state: MvState) -> bool:
-        return state.version >= 0 and _is_view(self.run.spark, self.relation) is False
+        return state.version >= 0 and _is_view(self.run.spark, self.table) is False
 
     def _as_of(self, version: int) -> "DataFrame":
-        return self.run.spark.read.option("versionAsOf", version).table(self.relation)
+        return self.run.spark.read.option("versionAsOf", version).table(self.table)
 
     def stored(self, state: MvState, batch: int) -> "DataFrame":
         # The version of the last commit, not the newest: a crashed try may have merged since.
@@ -263,7 +263,7 @@ class DeltaStorage:
     def prepare_redo(self, state: MvState) -> None:
         """A crashed try may have merged keys the redo does not find again (a dictionary edit
         undone since): restore the table to the version of the last commit first."""
-        if self.exists(state) and delta_version(self.run.spark, self.relation) != state.version:
+        if self.exists(state) and delta_version(self.run.spark, self.table) != state.version:
             self.run.spark.sql(bind_literal(self.run.derived["restore"], "version", state.version))
 
     def align(self, state: MvState) -> None:
@@ -278,7 +278,7 @@ class DeltaStorage:
         if self.run.plan.cluster_by:  # OPTIMIZE reclusters the files of the old layout too (measured)
             self.run.sql("optimize")
             state.delta_rows = 0  # compacted as well
-        state.cluster_by, state.version = list(self.run.plan.cluster_by), delta_version(self.run.spark, self.relation)
+        state.cluster_by, state.version = list(self.run.plan.cluster_by), delta_version(self.run.spark, self.table)
         self.run.save_state(state)
         self.run.echo(f"{self.run.plan.name}: clustering set to {', '.join(state.cluster_by) or 'none'}")
 
@@ -290,7 +290,7 @@ class DeltaStorage:
         old = self._as_of(state.version).select(*run.plan.key) \
             if run.plan.consumers and self.exists(state) and state.definition == run.definition else None
         switching = state.version < 0 or bool(state.slot)  # the last state is not this format's: parquet's may be there
-        if switching and _is_view(run.spark, self.relation):  # the parquet format's view
+        if switching and _is_view(run.spark, self.table):  # the parquet format's view
             run.sql("drop_view")
         run.sql("build")
         if run.plan.cluster_by:  # CREATE … CLUSTER BY does not cluster what it writes; OPTIMIZE does
@@ -300,12 +300,12 @@ class DeltaStorage:
                 run.sql("drop_table")
             run.sql("reader_view")
         run.phase("mv:build-replaced")
-        version, metrics = delta_commit(run.spark, self.relation)  # the rows from the commit's metrics: no count
-        rows = int(metrics["numOutputRows"]) if "numOutputRows" in metrics else run.spark.table(self.relation).count()
+        version, metrics = delta_commit(run.spark, self.table)  # the rows from the commit's metrics: no count
+        rows = int(metrics["numOutputRows"]) if "numOutputRows" in metrics else run.spark.table(self.table).count()
         leftovers = [n for n in run.derived.queries if n.startswith("drop:")] if switching else []
         for name in leftovers:  # the parquet format's tables
             run.sql(name)
-        unpublished = run.publish_all(run.spark.table(self.relation).select(*run.plan.key), old, batch)
+        unpublished = run.publish_all(run.spark.table(self.table).select(*run.plan.key), old, batch)
         run.phase("mv:build-published")
         return MvState(base_rows=rows, definition=run.definition, version=version, unpublished=unpublished,
                        cluster_by=list(run.plan.cluster_by))
@@ -315,7 +315,7 @@ class DeltaStorage:
         if metrics is not None:
             state.base_rows += int(metrics["num_inserted_rows"]) - int(metrics["num_deleted_rows"])
         state.delta_rows += affected
-        state.version = delta_version(self.run.spark, self.relation)
+        state.version = delta_version(self.run.spark, self.table)
         self.run.phase("mv:merged")
 
     def compact(self, state: MvState) -> None:
@@ -325,7 +325,7 @@ class DeltaStorage:
         run = self.run
         run.sql("optimize")
         run.phase("mv:optimized")
-        state.version, state.delta_rows = delta_version(run.spark, self.relation), 0
+        state.version, state.delta_rows = delta_version(run.spark, self.table), 0
         run.save_state(state)
         run.phase("mv:compacted")
         run.echo(f"{run.plan.name}: optimized ({state.base_rows:,} rows, version {state.version})")
