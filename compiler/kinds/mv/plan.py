@@ -598,7 +598,7 @@ class _Analyzer:
                              f"join on the whole key ({', '.join(link.key)}), declare the columns it binds as unique "
                              "on the source ('unique: [[col, ...]]') if they are, or make the part an mv of its own")
 
-    def _grain(self, index: int, select: exp.Select, links: list[Link], columns: list[str]) -> tuple[str, ...]:
+    def _grain(self, select: exp.Select, links: list[Link], columns: list[str]) -> tuple[str, ...]:
         """Per primary key column of each one-to-many joined table, the MV column that holds it:
         the selected column, else the link's hidden key column (which keeps the joined row's key)."""
         names = []
@@ -688,7 +688,7 @@ class _Analyzer:
         main = info["aliases"][main_alias]
         main_key = tuple(k.lower() for k in main.key)
         self._check_many(links, parts)
-        grain = self._grain(index, select, links, columns)
+        grain = self._grain(select, links, columns)
         key_exprs = []
         covered: set[str] = set()
         for position in key_positions:
