@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 from .background import Background, worth_forking
 from .compile import Manifest, Model
+from .data_tests import DataTest
 from .graph import node_name
 from .lineage import Lineage, lineage
 
@@ -20,7 +21,10 @@ MANIFEST_VERSION = 1
 
 
 def model_stem(model: Model, manifest: Manifest) -> str:
-    """``models/staging/stg_offers.sql`` → ``staging/stg_offers`` (the path under target/)."""
+    """``models/staging/stg_offers.sql`` → ``staging/stg_offers`` (the path under target/); a data
+    test's is ``tests/<name>``."""
+    if isinstance(model, DataTest):
+        return model.target_stem
     for root in manifest.project.model_paths:
         prefix = root.rstrip("/") + "/"
         if model.path.startswith(prefix):
@@ -49,6 +53,12 @@ def write_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -
             else:
                 for text in files.values():
                     write(target / "run" / f"{stem}.sql", text)
+        for test in manifest.tests.values():
+            write(target / "compiled" / f"{test.target_stem}.sql", f"-- {test.name} (test) compiled from {test.path}\n{test.sql}")
+            for text in test.kind.run_files(manifest, test).values():
+                write(target / "run" / f"{test.target_stem}.sql", text)
+        write.prune(target / "compiled" / "tests")
+        write.prune(target / "run" / "tests")
         lineage_json, entries, changes = later.result()
     if manifest.cache is not None and later.forked:
         manifest.cache.apply_changes(changes)
@@ -205,6 +215,7 @@ def manifest_dict(manifest: Manifest, traced: Lineage | None = None, entries: di
         "target": manifest.target,
         "sources": {sid: s.to_dict() for sid, s in manifest.sources.items()},
         "models": {name: {**_model_dict(m, manifest), "lineage": entries[name]} for name, m in manifest.models.items()},
+        "tests": {name: _test_dict(t) for name, t in manifest.tests.items()},
         "order": manifest.order(),
         "children": {node_name(n): sorted(node_name(c) for c in graph.successors(n)) for n in sorted(graph)},
         "warnings": [p.format() for p in manifest.warnings],
@@ -231,6 +242,24 @@ def _model_dict(model: Model, manifest: Manifest) -> dict[str, Any]:
         "run_path": run_path(model, manifest),
         "derived": model.kind.derived_sql(manifest, model),
         "compiled_sql": model.select_sql,
+    }
+
+
+def _test_dict(test: DataTest) -> dict[str, Any]:
+    declared = test.declaration
+    return {
+        "name": test.name,
+        "path": test.path,
+        "line": declared.line,
+        "test_type": declared.test_type,
+        "attached_to": declared.attached_to,
+        "column": declared.column,
+        "kwargs": jsonable(dict(declared.kwargs)),
+        "config": jsonable(vars(test.config)),
+        "depends_on": {"models": list(test.depends_on), "sources": list(test.sources)},
+        "compiled_path": f"compiled/{test.target_stem}.sql",
+        "run_path": f"run/{test.target_stem}.sql",
+        "compiled_sql": test.sql,
     }
 
 

@@ -112,12 +112,66 @@ def list_models(obj: _Context, select, exclude, target, output) -> None:
 @click.pass_obj
 def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps, file_check) -> None:
     """Compile, then build the selected models on Spark in dependency order."""
-    from .lock import target_lock
     from .select import select as choose
-    from .state import open_state_store
 
     manifest = obj.manifest(target)
-    selected = choose(manifest.graph, select, exclude)
+    selected = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name != "seed"]
+    _locked_run(manifest, target, selected, threads, full_refresh, max_steps, file_check)
+
+
+@cli.command()
+@_select
+@_exclude
+@_target
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64), help="Seeds loaded at once.")
+@click.pass_obj
+def seed(obj: _Context, select, exclude, target, threads) -> None:
+    """Load the selected seeds (seeds/**/*.csv) into their tables, replacing what they held."""
+    from .select import select as choose
+
+    manifest = obj.manifest(target)
+    selected = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name == "seed"]
+    _locked_run(manifest, target, selected, threads)
+
+
+@cli.command(name="test")
+@_select
+@_exclude
+@_target
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64), help="Tests run at once.")
+@click.pass_obj
+def test_command(obj: _Context, select, exclude, target, threads) -> None:
+    """Run the data tests of the selected models (and tests selected by name, tag or path)."""
+    from .select import select_with_tests
+
+    manifest = obj.manifest(target)
+    selected = [n for n in select_with_tests(manifest, select, exclude) if n in manifest.tests]
+    _locked_run(manifest, target, selected, threads)
+
+
+@cli.command()
+@_select
+@_exclude
+@_target
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64), help="Nodes run at once.")
+@click.option("--full-refresh", is_flag=True, help="Rebuild incremental models from scratch (resets their offsets).")
+@click.option("--max-steps", default=None, type=click.IntRange(1), help="At most this many steps per fact model.")
+@click.option("--no-file-check", "file_check", flag_value=False, default=True,
+              help="Ask Spark whether mv/fact inputs moved even when their files and offsets say nothing did.")
+@click.pass_obj
+def build(obj: _Context, select, exclude, target, threads, full_refresh, max_steps, file_check) -> None:
+    """Seeds, models and their tests in DAG order; a failing test skips what is downstream of its model."""
+    from .select import select_with_tests
+
+    manifest = obj.manifest(target)
+    selected = select_with_tests(manifest, select, exclude)
+    _locked_run(manifest, target, selected, threads, full_refresh, max_steps, file_check)
+
+
+def _locked_run(manifest, target, selected, threads, full_refresh=False, max_steps=None, file_check=True) -> None:
+    from .lock import target_lock
+    from .state import open_state_store
+
     settings = manifest.project.target(target)
     store = open_state_store(settings.state)
     with target_lock(store, settings):
@@ -131,18 +185,17 @@ def _run(manifest, selected, settings, store, threads, full_refresh, max_steps, 
     from .run import EXIT_INTERRUPTED, RunOptions, run_models
     from .spark import LazySession, spark_session
 
-    write_artifacts(manifest, selected)
+    write_artifacts(manifest, [n for n in selected if n in manifest.models])
     started = time.monotonic()
-    delta = any(manifest.models[name].table_format == "delta" for name in selected if name in manifest.models)
+    models = {m for n in selected for m in ([n] if n in manifest.models else manifest.tests[n].depends_on)}
+    delta = any(manifest.models[name].table_format == "delta" for name in models)
     spark = LazySession(lambda: spark_session(settings, delta=delta or None), then=lambda session: check_sources(session, manifest, selected))
     options = RunOptions(store, full_refresh, max_steps, file_check,
                          phases.from_env(),  # MVFLOW_KILL_AT: the kill-point tests' hook, a no-op otherwise
                          click.echo)
     report = run_models(spark, manifest, selected, threads=threads, echo=click.echo, options=options)
     (manifest.project.target_dir / "run_results.json").write_text(report.to_json())
-    counts = report.counts()
-    click.echo(f"{'interrupted' if report.interrupted else 'done'} in {time.monotonic() - started:.1f}s: "
-               f"{counts['success']} ok, {counts['error']} failed, {counts['skipped']} skipped")
+    click.echo(f"{'interrupted' if report.interrupted else 'done'} in {time.monotonic() - started:.1f}s: {report.summary()}")
     if report.interrupted:
         sys.exit(EXIT_INTERRUPTED)
     if not report.ok:

@@ -19,19 +19,21 @@ from sqlglot import exp
 
 from .background import Background, worth_forking
 from .cache import CompileCache, cache_key, read_tables, schema_index
+from .data_tests import DataTest, compile_tests
 from .errors import CompileError, MvflowError, Problem, ProblemList, did_you_mean
 from .files import read_text
 from .graph import build_graph, model_id, model_order, source_id
 from .kinds import Kind, KindError, create_kind
+from .kinds.seed import read_seed, seed_select
 from .parse import column_line, output_columns, parse_select, plain_columns, pretty, table_references, unnamed_columns
 from .project import PROJECT_FILE, TABLE_FORMATS, Project, Target
-from .render import Call, Renderer
+from .render import Call, Rendered, Renderer
 from .sources import IDENTIFIER, Source, load_sources
 from .table_format import cluster_by_problems
 from .yamlfile import LineDict, check_keys, load_yaml
 
-_DOC_MODEL_KEYS = {"name", "description", "tags", "config", "columns"}
-_DOC_COLUMN_KEYS = {"name", "description", "type", "tags", "tests"}
+_DOC_MODEL_KEYS = {"name", "description", "tags", "config", "columns", "tests", "data_tests"}
+_DOC_COLUMN_KEYS = {"name", "description", "type", "tags", "tests", "data_tests"}
 T = TypeVar("T")
 
 
@@ -113,6 +115,7 @@ class Manifest:
     graph: nx.DiGraph
     warnings: list[Problem] = field(default_factory=list)
     cache: CompileCache | None = field(default=None, repr=False, compare=False)
+    tests: dict[str, DataTest] = field(default_factory=dict)  # data tests by name
     _derived: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def derived(self, what: str, model: Model, compute: Callable[[], T]) -> T:
@@ -124,6 +127,10 @@ class Manifest:
         if hit is None or hit[0] is not model.ast:
             hit = self._derived[key] = (model.ast, compute())
         return hit[1]
+
+    def node(self, name: str) -> "Model | DataTest":
+        """A model (or seed) or a data test by name: what ``mvflow build`` runs."""
+        return self.models[name] if name in self.models else self.tests[name]
 
     def order(self) -> list[str]:
         return model_order(self.graph)
@@ -180,6 +187,7 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
     problems.raise_if_any()
     manifest = Manifest(project, defaults.name, defaults.spark.database, sources, models, graph, warnings, cache)
     _infer_columns(manifest)
+    manifest.tests = compile_tests(project, renderer, models, sources or {}, docs)
     from .kinds.mv.plan import check_mvs  # mv.py reads the Manifest: imported here to avoid an import cycle
 
     manifest.warnings += check_mvs(manifest)
@@ -215,6 +223,8 @@ def _collect_models(project: Project, renderer: Renderer, docs: dict[str, LineDi
             if ahead and path == ahead[0] and compiled.forked:
                 cache.apply_changes(compiled.result())
             _collect_model(project, renderer, docs, defaults, problems, path, files, models, templates, unusable)
+    for path in project.files("seeds", (".csv",)):
+        _collect_seed(project, docs, defaults, problems, path, files, models, unusable)
     for name, doc in docs.items():
         if name not in files:
             problems.add(Problem(f"model docs name '{name}', which is not a model", doc.path, doc.line,
@@ -264,11 +274,41 @@ def _collect_model(project: Project, renderer: Renderer, docs: dict[str, LineDic
     templates[name] = template
 
 
+def _collect_seed(project: Project, docs: dict[str, LineDict], defaults: Target, problems: ProblemList, path: Path,
+                  files: dict[str, str], models: dict[str, Model], unusable: dict[str, str]) -> None:
+    """A seed file as a model of kind ``seed`` (``kinds/seed.py``): its SELECT casts the file's columns."""
+    display = project.relative(path)
+    name = path.stem
+    if name in files:
+        problems.add(Problem(f"duplicate name '{name}' (also {files[name]})", display, 1, code="duplicate-model",
+                             hint="seeds and models are referenced by name with ref(): rename one file"))
+        return
+    files[name] = display
+    if not IDENTIFIER.fullmatch(name):
+        problems.add(Problem(f"seed name '{name}' (the file name) is not a valid table name", display, 1,
+                             hint="rename the file with letters, digits and _ only", code="bad-name"))
+        unusable[name] = "broken"
+        return
+    first = Rendered(sql="", config={"materialized": "seed"})
+    try:
+        model = _model(project, display, name, first, docs.get(name), defaults)
+        if model is None:
+            unusable[name] = "disabled"
+            return
+        seed = read_seed(project.root / display, display, model.kind.delimiter, dict(model.kind.column_types))
+    except CompileError as exc:
+        problems.extend(exc)
+        unusable[name] = "broken"
+        return
+    model.sql = seed_select(name, seed) + "\n"
+    models[name] = model
+
+
 def _model_config(project: Project, display: str, first, doc: LineDict | None):
     """The model's config (folder defaults < docs YAML < config()) and where each key was set."""
     config: dict[str, Any] = {}
     origin: dict[str, tuple[str, int]] = {}
-    for key, (value, line) in project.defaults_with_lines(_under_root(project, display)).items():
+    for key, (value, line) in project.defaults_with_lines(_under_root(project, display), "seeds" if display.endswith(".csv") else "models").items():
         config[key], origin[key] = value, (PROJECT_FILE, line)
     doc_config = (doc or {}).get("config") or {}
     for key, value in doc_config.items():
@@ -288,7 +328,7 @@ def _merged(config: dict[str, Any], key: str, value: Any) -> Any:
 
 def _under_root(project: Project, display: str) -> str:
     """A model file's path under its model root: ``models/staging/x.sql`` → ``staging/x.sql``."""
-    root = next((r for r in project.model_paths if display.startswith(r.rstrip("/") + "/")), "")
+    root = next((r for r in project.model_paths + project.seed_paths if display.startswith(r.rstrip("/") + "/")), "")
     return display[len(root.rstrip("/")) + 1:] if root else display
 
 
@@ -447,6 +487,8 @@ def _render_final(models: dict[str, Model], templates, renderer: Renderer, sourc
                   problems: ProblemList) -> None:
     """Render again with real relation names (models whose refs and sources all resolve)."""
     for model in models.values():
+        if model.name not in templates:  # a seed: its SELECT is written by mvflow
+            continue
         if any(c.name not in models for c in model.refs) or any(c.name not in sources for c in model.source_calls):
             continue
         try:
@@ -504,7 +546,7 @@ def _parse_models(models: dict[str, Model], sources: dict[str, Source], problems
             warnings.append(Problem(f"output column '{text}' has no name: Spark names it after the expression text",
                                     model.path, line, hint=f"add an alias: {text} AS <name>", code="unnamed-column"))
         for table, line in model.tables_read:
-            if table not in declared:
+            if table not in declared and model.kind.name != "seed":
                 model.undeclared_tables.append(table)
                 warnings.append(Problem(f"table {table} is read but not declared: mvflow does not know its changes or position in the DAG",
                                         model.path, line, hint="declare it in lineage/*.yml and use source(), or ref() the model",
@@ -598,35 +640,46 @@ def _duplicates(columns: list[str]) -> list[str]:
 
 
 def _load_model_docs(project: Project) -> dict[str, LineDict]:
-    """``models/**/*.yml`` entries by model name, each tagged with its file path."""
+    """The entries of ``models:`` and ``seeds:`` in ``models/**/*.yml`` (and YAML files beside the
+    seeds) by name, each tagged with its file path."""
     problems: list[Problem] = []
     docs: dict[str, LineDict] = {}
-    for path in project.files("models", (".yml", ".yaml")):
+    files = sorted(set(project.files("models", (".yml", ".yaml")) + project.files("seeds", (".yml", ".yaml"))))
+    for path in files:
         display = project.relative(path)
         data = load_yaml(path, display)
         if data is None:
             continue
-        if not isinstance(data, LineDict) or not isinstance(data.get("models"), list):
-            problems.append(Problem("a model docs file must hold 'models:', a list", display, 1, code="yaml",
+        lists = [key for key in _DOC_LISTS if isinstance(data, LineDict) and isinstance(data.get(key), list)]
+        if not lists:
+            problems.append(Problem("a model docs file must hold 'models:' (or 'seeds:'), a list", display, 1, code="yaml",
                                     hint="start the file with 'models:' and list models under it as '- name: ...'"))
             continue
-        for entry in data["models"]:
-            if not isinstance(entry, LineDict) or "name" not in entry:
-                problems.append(Problem("each entry of 'models:' needs a name", display, getattr(entry, "line", data.line_of("models")),
-                                        hint="write '- name: <model>' with description/columns under it", code="yaml"))
-                continue
-            name = str(entry["name"])
-            problems += check_keys(entry, _DOC_MODEL_KEYS, display, f"model '{name}' docs")
-            problems += _doc_shape_problems(entry, display)
-            if name in docs:
-                problems.append(Problem(f"model '{name}' is documented twice (also {docs[name].path}:{docs[name].line})",
-                                        display, entry.line, hint="keep one entry", code="duplicate-docs"))
-                continue
-            entry.path = display  # type: ignore[attr-defined]
-            docs[name] = entry
+        problems += check_keys(data, {"version", *_DOC_LISTS}, display, "a model docs file")
+        for key in lists:
+            for entry in data[key]:
+                problems += _add_doc_entry(docs, entry, display, data.line_of(key), key[:-1])
     if problems:
         raise CompileError(problems)
     return docs
+
+
+_DOC_LISTS = ("models", "seeds")
+
+
+def _add_doc_entry(docs: dict[str, LineDict], entry: object, display: str, line: int, what: str) -> list[Problem]:
+    if not isinstance(entry, LineDict) or "name" not in entry:
+        return [Problem(f"each entry of '{what}s:' needs a name", display, getattr(entry, "line", line),
+                        hint=f"write '- name: <{what}>' with description/columns under it", code="yaml")]
+    name = str(entry["name"])
+    problems = check_keys(entry, _DOC_MODEL_KEYS, display, f"{what} '{name}' docs")
+    problems += _doc_shape_problems(entry, display)
+    if name in docs:
+        return problems + [Problem(f"{what} '{name}' is documented twice (also {docs[name].path}:{docs[name].line})",
+                                   display, entry.line, hint="keep one entry", code="duplicate-docs")]
+    entry.path = display  # type: ignore[attr-defined]
+    docs[name] = entry
+    return problems
 
 
 def _doc_shape_problems(entry: LineDict, display: str) -> list[Problem]:

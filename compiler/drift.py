@@ -36,7 +36,7 @@ def check_sources(spark: "SparkSession", manifest: "Manifest", selected: Iterabl
 
 
 def sources_read(manifest: "Manifest", selected: Iterable[str]) -> list["Source"]:
-    names = {name for model in selected for name in manifest.models[model].depends_on_sources}
+    names = {name for node in selected for name in manifest.node(node).depends_on_sources}
     return [manifest.sources[name] for name in sorted(names) if name in manifest.sources]
 
 

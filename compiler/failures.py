@@ -90,7 +90,9 @@ def problem(exc: BaseException, where: Running) -> Problem:
         message, hint = _spark_text(exc), None
     fragment, start = _context(exc)
     before = where.statement[:start] if where.statement and start is not None else ""
-    line = find_line(where.model.raw_sql, fragment or name, before) if fragment or name else None
+    line = getattr(where.model, "declared_line", None)  # a test declared in YAML: its line there
+    if line is None and (fragment or name):
+        line = find_line(where.model.raw_sql, fragment or name, before)
     ran = f"(ran {run_file(where)})"
     if hint:
         return Problem(message, where.model.path, line or 1, hint=f"{hint} {ran}", code=code)

@@ -14,12 +14,16 @@ def model_id(name: str) -> str:
     return f"model.{name}"
 
 
+def test_id(name: str) -> str:
+    return f"test.{name}"
+
+
 def source_id(name: str) -> str:
     return f"source.{name}"
 
 
 def node_name(node: str) -> str:
-    """``model.x`` → ``x``; ``source.db.t`` → ``db.t``."""
+    """``model.x`` → ``x``; ``source.db.t`` → ``db.t``; ``test.t`` → ``t``."""
     return node.split(".", 1)[1]
 
 

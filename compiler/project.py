@@ -14,8 +14,9 @@ from .errors import Problem, ProjectError
 from .yamlfile import LineDict, check_keys, load_yaml
 
 PROJECT_FILE = "project.yml"
-_PROJECT_KEYS = {"name", "version", "paths", "vars", "models", "targets", "default_target", "state"}
-_PATH_KEYS = {"models", "macros", "lineage", "target"}
+_PROJECT_KEYS = {"name", "version", "paths", "vars", "models", "seeds", "tests", "data_tests", "targets", "default_target",
+                 "state"}
+_PATH_KEYS = {"models", "macros", "lineage", "target", "seeds", "tests"}
 _TARGET_KEYS = {"spark", "state", "table_format"}
 TABLE_FORMATS = ("delta", "parquet")
 _SPARK_KEYS = {"master", "app_name", "warehouse_dir", "metastore_dir", "database", "log_level", "conf"}
@@ -75,6 +76,10 @@ class Project:
     model_defaults: Mapping[str, Any]
     targets: Mapping[str, Target]
     default_target: str
+    seed_paths: tuple[str, ...] = ("seeds",)  # seeds/**/*.csv
+    seed_defaults: Mapping[str, Any] = field(default_factory=dict)  # the ``seeds:`` block, like ``models:``
+    test_defaults: Mapping[str, Any] = field(default_factory=dict)  # the ``tests:`` (``data_tests:``) block
+    test_paths: tuple[str, ...] = ("tests",)  # singular data tests; generic ones under <test path>/generic/
     targets_line: int = 0  # line of 'targets:' in project.yml, for errors
     model_paths_line: int = 0  # line of 'paths: models:' (or of what holds it), for errors
 
@@ -113,13 +118,23 @@ class Project:
 
     def files(self, kind: str, suffixes: tuple[str, ...]) -> list[Path]:
         """Files under the model/macro/lineage paths, sorted, so that compile is deterministic."""
-        roots = {"models": self.model_paths, "macros": self.macro_paths, "lineage": self.lineage_paths}[kind]
+        roots = {"models": self.model_paths, "macros": self.macro_paths, "lineage": self.lineage_paths,
+                 "seeds": self.seed_paths, "tests": self.test_paths}[kind]
         found: set[Path] = set()
         for root in roots:
             base = self.root / root
             if base.is_dir():
                 found.update(p for p in base.rglob("*") if p.suffix in suffixes and p.is_file())
         return sorted(found)
+
+    def generic_test_files(self) -> list[Path]:
+        """``<test path>/generic/**/*.sql``: ``{% test %}`` blocks, loaded like macros."""
+        return [p for p in self.files("tests", (".sql",)) if "generic" in self.relative(p).split("/")[1:-1]]
+
+    def singular_test_files(self) -> list[Path]:
+        """``<test path>/**/*.sql`` but the generic ones: each a SELECT of failing rows."""
+        generic = set(self.generic_test_files())
+        return [p for p in self.files("tests", (".sql",)) if p not in generic]
 
     def relative(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
@@ -139,10 +154,11 @@ class Project:
         """
         return {key: value for key, (value, _) in self.defaults_with_lines(model_path).items()}
 
-    def defaults_with_lines(self, model_path: str) -> dict[str, tuple[Any, int]]:
-        """Like ``defaults_for``, each value with its line in project.yml (0 if unknown)."""
+    def defaults_with_lines(self, model_path: str, block: str = "models") -> dict[str, tuple[Any, int]]:
+        """Like ``defaults_for``, each value with its line in project.yml (0 if unknown); of the
+        ``seeds:`` or ``tests:`` block with ``block``."""
         result: dict[str, tuple[Any, int]] = {}
-        node: Any = self.model_defaults
+        node: Any = {"models": self.model_defaults, "seeds": self.seed_defaults, "tests": self.test_defaults}[block]
         folders = model_path.split("/")[:-1]
         for depth in range(len(folders) + 1):
             if not isinstance(node, Mapping):
@@ -216,11 +232,14 @@ def load_project(root: Path | str) -> Project:
     paths = _section(data, "paths", problems)
     problems += check_keys(paths, _PATH_KEYS, PROJECT_FILE, "paths")
     _scalar(paths, "target", problems)
-    path_lists = {key: _path_list(paths, key, problems) for key in ("models", "macros", "lineage")}
+    path_lists = {key: _path_list(paths, key, problems) for key in ("models", "macros", "lineage", "seeds", "tests")}
     variables = _section(data, "vars", problems)
     model_defaults = data.get("models") if isinstance(data.get("models"), LineDict) else LineDict()
     if data.get("models") is not None and not isinstance(data.get("models"), LineDict):
         problems.append(_not_a_mapping("'models:'", data, "models", "e.g. models: {+materialized: view, staging: {+schema: staging}}"))
+    seed_defaults = _defaults_block(data, "seeds", problems, "e.g. seeds: {+schema: reference}")
+    test_defaults = _defaults_block(data, "data_tests" if "data_tests" in data else "tests", problems,
+                                    "e.g. tests: {+severity: warn}")
     targets, default_target = _load_targets(root, data, problems)
     if problems:
         raise ProjectError(problems)
@@ -231,9 +250,13 @@ def load_project(root: Path | str) -> Project:
         model_paths=path_lists["models"],
         macro_paths=path_lists["macros"],
         lineage_paths=path_lists["lineage"],
+        seed_paths=path_lists["seeds"],
+        test_paths=path_lists["tests"],
         target_path=str(paths.get("target", "target")),
         vars=dict(variables),
         model_defaults=model_defaults,
+        seed_defaults=seed_defaults,
+        test_defaults=test_defaults,
         targets=targets,
         default_target=default_target,
         targets_line=data.line_of("targets") if "targets" in data else 0,
@@ -295,6 +318,14 @@ def _load_targets(root: Path, data: LineDict, problems: list[Problem]) -> tuple[
             )
         )
     return targets, default_target
+
+
+def _defaults_block(data: LineDict, key: str, problems: list[Problem], example: str) -> LineDict:
+    """A block of ``+key: value`` defaults like ``models:`` (empty when absent)."""
+    value = data.get(key)
+    if value is not None and not isinstance(value, LineDict):
+        problems.append(_not_a_mapping(f"'{key}:'", data, key, example))
+    return value if isinstance(value, LineDict) else LineDict()
 
 
 def _conf_value(value: Any) -> str:

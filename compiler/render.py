@@ -9,11 +9,13 @@ is known, to produce the final SQL with fully qualified table names.
 from __future__ import annotations
 
 import difflib
+import re
 import sys
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import jinja2
 
@@ -49,6 +51,9 @@ class _RenderFailure(Exception):
 
 
 Resolver = Callable[[str, int], str]
+BUILTIN_TESTS = Path(__file__).parent / "data_tests" / "generic.sql"
+#: a test argument evaluated as an expression (dbt's rule): ``to: ref('customers')``
+_LOOKS_LIKE_CALL = re.compile(r"^\s*(env_var|ref|var|source|doc)\s*\(.+\)\s*$", re.S)
 
 
 class Renderer:
@@ -137,27 +142,68 @@ class Renderer:
         resolve_source: Callable[[str, str, int], str] | None = None,
     ) -> Rendered:
         """Render one model. Without resolvers, ref/source return placeholder names."""
-        self._current = Rendered(sql="")
-        self._resolve_ref, self._resolve_source, self._this = resolve_ref, resolve_source, this
-        self._model = template.name
-        try:
-            self._current.sql = template.render()
-        except CompileError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any template failure is the user's
-            raise _template_error(exc, template.name, self.project.root) from exc
-        finally:
-            result, self._current, self._model = self._current, None, None
+        with self._rendering(template.name, this, resolve_ref, resolve_source) as result:
+            result.sql = template.render()
         if len(result.sql) > MAX_MODEL_BYTES:  # a Jinja loop can make a small file a huge SELECT
             raise CompileError(Problem(f"the model renders to SQL of {over_limit(len(result.sql))}", template.name, 1,
                                        hint="split the model, or move generated data into a source table", code="too-large"))
         return result
 
+    def call_macro(self, name: str, kwargs: dict[str, Any], this: str, resolve_ref: Resolver,
+                   resolve_source: Callable[[str, str, int], str], globals_: dict[str, Any] | None = None) -> Rendered:
+        """Call the macro ``name`` (a generic test: ``test_unique``) as a model would; string
+        arguments that look like ``ref(...)``/``source(...)``/``var(...)`` calls are evaluated, other
+        strings rendered as templates (as dbt does with a test's arguments)."""
+        extra = globals_ or {}
+        saved = {key: self.env.globals.get(key) for key in extra}
+        self.env.globals.update(extra)
+        try:
+            with self._rendering(None, this, resolve_ref, resolve_source) as result:
+                arguments = {key: self._argument(value) for key, value in kwargs.items()}
+                result.sql = str(self.env.globals[name](**arguments))
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    self.env.globals.pop(key, None)
+                else:
+                    self.env.globals[key] = value
+        return result
+
+    def _argument(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return [self._argument(v) for v in value]
+        if not isinstance(value, str) or "(" not in value and "{" not in value:
+            return value
+        text = "{{ " + value + " }}" if _LOOKS_LIKE_CALL.match(value) else value
+        return self.env.from_string(text).render()
+
+    @contextmanager
+    def _rendering(self, template_name: str | None, this: str, resolve_ref: Resolver | None,
+                   resolve_source: Callable[[str, str, int], str] | None) -> Iterator[Rendered]:
+        """One render: the calls it makes are collected into the Rendered it yields; any failure is
+        the user's, mapped to the template's file and line."""
+        self._current = Rendered(sql="")
+        self._resolve_ref, self._resolve_source, self._this = resolve_ref, resolve_source, this
+        self._model = template_name
+        try:
+            yield self._current
+        except CompileError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any template failure is the user's
+            raise _template_error(exc, template_name, self.project.root) from exc
+        finally:
+            self._current, self._model = None, None
+
     def _load_macros(self) -> dict[str, Any]:
+        """The project's macros (and generic tests) over the built-in generic tests, which a
+        project may replace by defining its own."""
+        builtin = self.env.from_string(_test_blocks_as_macros(BUILTIN_TESTS.read_text()))
+        module = builtin.make_module(vars=self.env.globals, shared=True)
+        self.env.globals.update({n: getattr(module, n) for n in dir(module) if n.startswith("test_")})
         macros: dict[str, Any] = {}
         where: dict[str, str] = {}
         problems = []
-        for path in self.project.files("macros", (".sql", ".jinja")):
+        for path in self.project.files("macros", (".sql", ".jinja")) + self.project.generic_test_files():
             display = self.project.relative(path)
             try:
                 # the module reads names from env.globals itself (shared, not a copy), so a
@@ -197,7 +243,22 @@ class _ProjectLoader(jinja2.BaseLoader):
         except ProjectError as exc:
             raise CompileError(exc.problems) from exc
         mtime = path.stat().st_mtime
-        return text, str(path), lambda: path.is_file() and path.stat().st_mtime == mtime
+        return _test_blocks_as_macros(text), str(path), lambda: path.is_file() and path.stat().st_mtime == mtime
+
+
+def _test_blocks_as_macros(text: str) -> str:
+    """dbt's ``{% test name(args) %}…{% endtest %}`` is the macro ``test_name``: rewritten in place
+    (line numbers unchanged).
+
+    >>> _test_blocks_as_macros("{%- test positive(model, column_name) -%} x {%- endtest %}")
+    '{%- macro test_positive(model, column_name) -%} x {%- endmacro %}'
+    """
+    text = _TEST_BLOCK.sub(lambda m: f"{m.group(1)} macro test_{m.group(2)}(", text)
+    return _END_TEST.sub(lambda m: f"{m.group(1)} endmacro {m.group(2)}%}}", text)
+
+
+_TEST_BLOCK = re.compile(r"(\{%-?)\s*test\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+_END_TEST = re.compile(r"(\{%-?)\s*endtest\s*(-?)%\}")
 
 
 class _This:

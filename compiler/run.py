@@ -11,6 +11,7 @@ import os
 import signal
 import threading
 import time
+from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -33,13 +34,14 @@ if TYPE_CHECKING:
 class Result:
     name: str
     kind: str
-    status: str  # success | error | skipped
+    status: str  # success | error | skipped; a test: pass | warn | fail | error | skipped
     seconds: float = 0.0
     rows: int | None = None
     message: str = ""
     started_at: str = ""
     strategy: str | None = None  # an mv batch: incremental | chunked | full (``compiler.kinds.mv.strategy``)
     estimates: dict | None = None  # an mv batch: the decision's figures (``Decision.to_dict``)
+    failures: int | None = None  # a test: its failing rows (or fail_calc)
 
 
 @dataclass
@@ -49,19 +51,31 @@ class RunReport:
 
     @property
     def ok(self) -> bool:
-        return all(r.status != "error" for r in self.results)
+        return all(r.status not in FAILED for r in self.results)
 
     def counts(self) -> dict[str, int]:
         counts = {"success": 0, "error": 0, "skipped": 0}
         for r in self.results:
-            counts[r.status] += 1
+            counts[r.status] = counts.get(r.status, 0) + 1
         return counts
+
+    def summary(self) -> str:
+        """``3 ok, 1 failed, 0 skipped``; with tests ``…; tests: 2 passed, 1 warned, 1 failed``."""
+        models = Counter(r.status for r in self.results if r.kind != "test")
+        tests = Counter(r.status for r in self.results if r.kind == "test")
+        parts = [f"{models['success']} ok, {models['error']} failed, {models['skipped']} skipped"] if models or not tests else []
+        if tests:
+            words = (("pass", "passed"), ("warn", "warned"), ("fail", "failed"), ("error", "errors"), ("skipped", "skipped"))
+            parts.append("tests: " + ", ".join(f"{tests[s]} {word}" for s, word in words if tests[s] or s == "pass"))
+        return "; ".join(parts)
 
     def to_json(self) -> str:
         return json.dumps({"results": [asdict(r) for r in self.results], "counts": self.counts()}, indent=2) + "\n"
 
 
 EXIT_INTERRUPTED = 130
+#: statuses that make a run fail and skip what depends on the node
+FAILED = ("error", "fail")
 Printer = Callable[[str], None]
 
 
@@ -101,19 +115,19 @@ def run_models(
         with lock:
             done += 1
             report.results.append(result)
-            if result.status == "error":
+            if result.status in FAILED:
                 failed.add(result.name)
             echo(_progress_line(done, total, result))
 
     def execute(name: str) -> Result:
-        model = manifest.models[name]
+        model = manifest.node(name)
         runner = model.kind.runner(options)
         busy.add(name)  # before the stop check: a stop waits for the models that passed it (_stop)
         try:
             if stopping.is_set():
                 return Result(name, model.kind.name, "skipped", message="the run was interrupted")
             where = started[name] = failures.Running(manifest, model, spark)
-            echo(f"{_clock()} | START {model.kind.name:<5} {model.relation}")
+            echo(f"{_clock()} | START {model.kind.name:<5} {model.relation if name in manifest.models else name}")
             with failures.running(where):
                 outcomes[name] = runner(spark, manifest, model)
             return outcomes[name]
@@ -134,7 +148,7 @@ def run_models(
                     name = ready.pop(0)
                     blocked = [p for p in nx.ancestors(dag, name) if p in failed]
                     if blocked:
-                        finish(Result(name, manifest.models[name].kind.name, "skipped", message=f"upstream {sorted(blocked)[0]} failed"))
+                        finish(Result(name, manifest.node(name).kind.name, "skipped", message=f"upstream {sorted(blocked)[0]} failed"))
                         ready += _release(dag, pending, name)
                         continue
                     running[pool.submit(execute, name)] = name
@@ -158,19 +172,26 @@ def run_models(
         if name in outcomes:
             finish(_interrupted(outcomes[name]))
         else:
-            report.results.append(Result(name, manifest.models[name].kind.name, "skipped", message="the run was interrupted"))
+            report.results.append(Result(name, manifest.node(name).kind.name, "skipped", message="the run was interrupted"))
     report.results.sort(key=lambda r: selected.index(r.name))
     return report
 
 
 def _selected_dag(manifest: Manifest, selected: list[str]) -> nx.DiGraph:
     """The selection as a DAG: an edge wherever one selected model depends on another,
-    directly or through unselected models."""
-    ids = {model_id(n): n for n in selected}
+    directly or through unselected models. A selected test runs after the models it reads, and
+    the models downstream of the one it tests wait for it (``mvflow build``: a failing test
+    skips them)."""
+    ids = {model_id(n): n for n in selected if n in manifest.models}
     closure = nx.transitive_closure_dag(manifest.graph)
     dag = nx.DiGraph()
     dag.add_nodes_from(selected)
     dag.add_edges_from((ids[a], ids[b]) for a, b in closure.edges if a in ids and b in ids)
+    for name in (n for n in selected if n in manifest.tests):
+        test = manifest.tests[name]
+        dag.add_edges_from((parent, name) for parent in test.depends_on if parent in dag)
+        if test.attached_to in dag:
+            dag.add_edges_from((name, child) for child in list(dag.successors(test.attached_to)) if child in ids.values())
     return dag
 
 
@@ -236,10 +257,12 @@ def _clock() -> str:
 
 
 def _progress_line(done: int, total: int, result: Result) -> str:
-    status = {"success": "OK   ", "error": "ERROR", "skipped": "SKIP "}[result.status]
+    status = {"success": "OK   ", "error": "ERROR", "skipped": "SKIP ", "pass": "PASS ", "warn": "WARN ", "fail": "FAIL "}[result.status]
     rows = f"{result.rows:,} rows" if result.rows is not None else ""
     # an error is a `path:line: [code] …` message like compile's: on a line of its own
     detail = f"\n  {result.message}" if result.status == "error" else f" — {result.message}" if result.message else ""
+    if result.failures is not None and result.status in ("warn", "fail"):
+        rows = f"{result.failures:,} failing"
     return f"{_clock()} | {done} of {total} {status} {result.kind:<5} {result.name:<32} {rows:>14} in {result.seconds:.1f}s{detail}"
 
 

@@ -14,13 +14,16 @@ import difflib
 import fnmatch
 import re
 from dataclasses import dataclass, replace
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import networkx as nx
 
 from .errors import Problem, SelectionError, did_you_mean
-from .graph import is_model, node_name
+from .graph import is_model, model_id, node_name, test_id
 from .kinds import KINDS
+
+if TYPE_CHECKING:
+    from .compile import Manifest
 
 _CRITERION = re.compile(
     r"^(?P<at>@)?(?:(?P<up_depth>\d*)(?P<up>\+))?(?:(?P<method>[a-z_]+):)?(?P<value>[^+@,:\s]+?)(?:(?P<down>\+)(?P<down_depth>\d*))?$"
@@ -95,6 +98,27 @@ def select(graph: nx.DiGraph, select: Iterable[str] = (), exclude: Iterable[str]
     return [node_name(n) for n in order if n in chosen and is_model(n)]
 
 
+def select_with_tests(manifest: "Manifest", select: Iterable[str] = (), exclude: Iterable[str] = ()) -> list[str]:
+    """Like ``select``, over models and data tests: a test may be selected by its name, tag, path
+    or ``kind:test``, and a test of a selected model comes along (dbt's eager selection: any
+    model it reads is selected) unless ``--exclude`` leaves it out. Tests follow their models.
+    """
+    graph = manifest.graph.copy()
+    for name, test in manifest.tests.items():
+        graph.add_node(test_id(name), kind="test", tags=test.config.tags, path=test.path)
+        graph.add_edges_from((model_id(parent), test_id(name)) for parent in test.depends_on)
+    select, exclude = _split(select), _split(exclude)
+    chosen = _union(graph, select, "--select") if select else {n for n in graph if _runnable(n)}
+    chosen |= {test_id(t) for t in manifest.tests if any(model_id(p) in chosen for p in manifest.tests[t].depends_on)}
+    chosen -= _union(graph, exclude, "--exclude")
+    order = nx.lexicographical_topological_sort(graph)
+    return [node_name(n) for n in order if n in chosen and _runnable(n)]
+
+
+def _runnable(node: str) -> bool:
+    return is_model(node) or node.startswith("test.")
+
+
 def _split(expressions: Iterable[str]) -> list[str]:
     return [term for expression in expressions for term in expression.split()]
 
@@ -134,7 +158,7 @@ def _no_match(graph: nx.DiGraph, criterion: Criterion) -> Problem:
         known = sorted({t for n in graph for t in graph.nodes[n].get("tags", ())})
         hint = "tags in this project: " + (", ".join(known) if known else "none")
     elif method == "source":
-        names = sorted(node_name(n) for n in graph if not is_model(n))
+        names = sorted(node_name(n) for n in graph if n.startswith("source."))
         close = difflib.get_close_matches(value, names, n=1)
         hint = f"did you mean '{close[0]}'?" if close else "sources: " + (", ".join(names[:10]) or "none")
     else:
@@ -150,21 +174,21 @@ def _match(graph: nx.DiGraph, criterion: Criterion) -> set[str]:
     method, value = criterion.method, criterion.value
     data = graph.nodes
     if method == "name":
-        found = {n for n in graph if is_model(n) and fnmatch.fnmatchcase(node_name(n), value)}
+        found = {n for n in graph if _runnable(n) and fnmatch.fnmatchcase(node_name(n), value)}
         if not found and not any(ch in value for ch in "*?["):
-            names = [node_name(n) for n in graph if is_model(n)]
+            names = [node_name(n) for n in graph if _runnable(n)]
             raise SelectionError(Problem(f"no model named '{value}'", code="unknown-selection",
                                          hint=did_you_mean(value, names) or "run 'mvflow ls' to see the models"))
         return found
     if method == "tag":
         return {n for n in graph if value in data[n].get("tags", ())}
     if method == "kind":
-        if value not in KINDS:
-            raise SelectionError(Problem(f"unknown kind '{value}' in 'kind:{value}'", hint="kinds: " + ", ".join(KINDS),
+        if value not in KINDS and value != "test":
+            raise SelectionError(Problem(f"unknown kind '{value}' in 'kind:{value}'", hint="kinds: " + ", ".join([*KINDS, "test"]),
                                          code="bad-selection"))
         return {n for n in graph if data[n].get("kind") == value}
     if method == "source":
-        return {n for n in graph if not is_model(n) and fnmatch.fnmatchcase(node_name(n), value)}
+        return {n for n in graph if n.startswith("source.") and fnmatch.fnmatchcase(node_name(n), value)}
     prefix = value.rstrip("/")
     return {n for n in graph if data[n].get("path", "") == prefix or data[n].get("path", "").startswith(prefix + "/")
             or fnmatch.fnmatchcase(data[n].get("path", ""), value)}

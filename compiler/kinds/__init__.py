@@ -7,6 +7,7 @@ compile-time plan, its runner, its verify and what it writes under ``target/run/
               ``CREATE OR REPLACE TABLE``)
 ``mv``        ``mv/``: a wide table refreshed by key
 ``fact``      ``fact/``: an append-mostly table built in idempotent steps
+``seed``      ``seed.py``: a CSV file of the project loaded into a table (``mvflow seed``)
 ============  ==============================================================================
 
 Callers ask a kind's fields and hooks (``base.ModelKind``) instead of comparing names. This
@@ -22,17 +23,18 @@ from ..sources import IDENTIFIER, parse_duration
 from .base import COMMON_KEYS, KindError, ModelKind
 from .fact import FactKind
 from .mv import MV_STRATEGIES, MvKind
+from .seed import SeedKind
 from .table import TableKind
 from .view import ViewKind
 
-__all__ = ["COMMON_KEYS", "KINDS", "FactKind", "Kind", "KindError", "ModelKind", "MvKind", "TableKind", "ViewKind",
+__all__ = ["COMMON_KEYS", "KINDS", "FactKind", "Kind", "KindError", "ModelKind", "MvKind", "SeedKind", "TableKind", "ViewKind",
            "create_kind"]
 
 #: Delta refuses more clustering columns (``DELTA_CLUSTER_BY_INVALID_NUM_COLUMNS``).
 MAX_CLUSTER_BY = 4
 
-KINDS: dict[str, type[ModelKind]] = {k.name: k for k in (ViewKind, TableKind, MvKind, FactKind)}
-Kind = ViewKind | TableKind | MvKind | FactKind
+KINDS: dict[str, type[ModelKind]] = {k.name: k for k in (ViewKind, TableKind, MvKind, FactKind, SeedKind)}
+Kind = ViewKind | TableKind | MvKind | FactKind | SeedKind
 
 
 def create_kind(config: Mapping[str, Any]) -> Kind:
@@ -90,6 +92,15 @@ def _coerce(cls: type[ModelKind], key: str, value: Any) -> Any:
         return seconds
     if key == "cluster_by":
         return _cluster_by(value)
+    if key == "column_types":
+        if not isinstance(value, dict) or not all(isinstance(v, str) and v.strip() for v in value.values()):
+            raise KindError(f"column_types must map columns to types, got {value!r}", "e.g. column_types={'id': 'bigint'}",
+                            "bad-config", key)
+        return tuple((str(k), str(v).strip()) for k, v in value.items())
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise KindError(f"{key} must be true or false, got {value!r}", f"e.g. {key}=true", "bad-config", key)
+        return value
     if key == "strategy":
         if value not in MV_STRATEGIES:
             raise KindError(f"invalid strategy {value!r}", "valid strategies: " + ", ".join(MV_STRATEGIES), "bad-config", key)

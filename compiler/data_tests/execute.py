@@ -1,0 +1,109 @@
+"""Running a data test on Spark: count its failing rows, judge them, keep them if asked.
+
+The query that runs (``target/run/tests/<name>.sql``) counts the failing rows and evaluates
+``warn_if`` / ``error_if`` in SQL, as dbt does; the verdict is then ``verdict``'s, a pure
+function of those figures and the test's severity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from ..kinds.statements import Statement, execute, timed
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ..compile import Manifest
+    from ..run import Result, RunOptions
+    from .compile import DataTest
+    from .declare import TestConfig
+
+#: statuses of a test's result (dbt's): the failing rows were none, or judged a warning or a failure
+PASS, WARN, FAIL = "pass", "warn", "fail"
+
+
+@dataclass(frozen=True)
+class TestKind:
+    """What the runner asks of a test, as it asks a model's kind."""
+
+    name: ClassVar[str] = "test"
+    run_folder: ClassVar[bool] = False
+    is_incremental: ClassVar[bool] = False
+
+    def runner(self, options: "RunOptions"):
+        return run_test
+
+    def statements(self, test: "DataTest") -> list[Statement]:
+        if not test.config.store_failures:
+            return []
+        schema = test.relation.partition(".")[0]
+        return [
+            Statement("make sure the audit schema exists", f"CREATE DATABASE IF NOT EXISTS {schema}"),
+            Statement("clear the failing rows of the last run", f"DROP TABLE IF EXISTS {test.relation}"),
+            Statement("keep the failing rows (store_failures)", f"CREATE TABLE {test.relation} USING parquet AS\n{_limited(test)}"),
+        ]
+
+    def count_query(self, test: "DataTest") -> str:
+        rows = f"SELECT * FROM {test.relation}" if test.config.store_failures else _limited(test)
+        calc = test.config.fail_calc
+        indented = "\n".join("  " + line if line else line for line in rows.rstrip().splitlines())
+        return (f"SELECT\n  {calc} AS failures,\n  {calc} {test.config.warn_if} AS should_warn,\n"
+                f"  {calc} {test.config.error_if} AS should_error\nFROM (\n{indented}\n) AS mvflow_test")
+
+    def run_files(self, manifest: "Manifest", test: "DataTest") -> dict[str, str]:
+        declared = test.declaration
+        what = "singular test" if declared.is_singular else f"{declared.test_type} on {declared.attached_to}" + (
+            f".{declared.column}" if declared.column else "")
+        lines = [f"-- mvflow test: {test.name} ({what}) from {test.path}:{declared.line}",
+                 f"-- severity {test.config.severity}: " + (f"fails when {test.config.fail_calc} {test.config.error_if}"
+                                                          if test.config.severity == "error" else
+                                                          f"warns when {test.config.fail_calc} {test.config.warn_if}")]
+        for item in self.statements(test):
+            lines += ["", f"-- {item.purpose}", item.sql.rstrip() + ";"]
+        lines += ["", "-- count the failing rows", self.count_query(test) + ";"]
+        return {f"{test.name}.sql": "\n".join(lines) + "\n"}
+
+
+TEST_KIND = TestKind()
+
+
+def _limited(test: "DataTest") -> str:
+    return test.sql.rstrip() + (f"\nLIMIT {test.config.limit}" if test.config.limit is not None else "")
+
+
+def run_test(spark: "SparkSession", manifest: "Manifest", test: "DataTest") -> "Result":
+    from ..failures import running_statement
+
+    def check(result: "Result") -> None:
+        execute(spark, test.kind.statements(test), {})
+        query = test.kind.count_query(test)
+        running_statement(query, "count the failing rows")
+        row = spark.sql(query).collect()[0]
+        result.failures = int(row["failures"] or 0)
+        result.status, result.message = verdict(result.failures, bool(row["should_warn"]), bool(row["should_error"]), test.config)
+
+    return timed(test, check)
+
+
+def verdict(failures: int, should_warn: bool, should_error: bool, config: "TestConfig") -> tuple[str, str]:
+    """The test's status and message from its counted failures (dbt's rule: a test of severity
+    ``error`` fails when ``error_if`` holds, else any test warns when ``warn_if`` holds).
+
+    >>> from compiler.data_tests.declare import TestConfig
+    >>> verdict(3, True, True, TestConfig())
+    ('fail', 'Got 3 results, configured to fail if != 0')
+    >>> verdict(3, True, True, TestConfig(severity="warn"))
+    ('warn', 'Got 3 results, configured to warn if != 0')
+    >>> verdict(5, True, False, TestConfig(error_if=">10"))
+    ('warn', 'Got 5 results, configured to warn if != 0')
+    >>> verdict(0, False, False, TestConfig())
+    ('pass', '')
+    """
+    got = f"Got {failures} result{'' if failures == 1 else 's'}"
+    if config.severity == "error" and should_error:
+        return FAIL, f"{got}, configured to fail if {config.error_if}"
+    if should_warn:
+        return WARN, f"{got}, configured to warn if {config.warn_if}"
+    return PASS, ""
