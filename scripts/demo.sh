@@ -7,12 +7,13 @@ scripts/setup.sh
 mvflow() { echo; echo "\$ mvflow $*"; .venv/bin/mvflow "$@"; }
 mvflow compile
 mvflow demo init --scale "${SCALE:-1}"
-# New source tables: incremental models start from scratch.
-mvflow run --full-refresh --threads 2
+# New source tables: incremental models start from scratch. build = seeds, models and their data tests.
+mvflow build --full-refresh --threads 2
 for batch in 1 2; do
   mvflow demo change --fraction 0.01 --seed "$batch"
   mvflow run --threads 2
   mvflow verify
+  mvflow test --threads 2
 done
 mvflow status
 mvflow docs generate
