@@ -57,6 +57,9 @@ def write_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -
             write(target / "compiled" / f"{test.target_stem}.sql", f"-- {test.name} (test) compiled from {test.path}\n{test.sql}")
             for text in test.kind.run_files(manifest, test).values():
                 write(target / "run" / f"{test.target_stem}.sql", text)
+        for which, statements in manifest.hooks.items():
+            write(target / "run" / f"{which}.sql", f"-- mvflow: the project's {which} hooks\n" +
+                  "".join(f"\n{sql.rstrip()};\n" for sql in statements))
         write.prune(target / "compiled" / "tests")
         write.prune(target / "run" / "tests")
         lineage_json, entries, changes = later.result()

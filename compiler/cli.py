@@ -26,15 +26,16 @@ _target = click.option("--target", "-t", default=None, help="Target (profile) fr
 
 
 class _Context:
-    def __init__(self, project_dir: str, debug: bool):
+    def __init__(self, project_dir: str, debug: bool, profiles_dir: str | None = None):
         self.project_dir = Path(project_dir)
+        self.profiles_dir = profiles_dir
         self.debug = debug
         self.cache = None  # the compile cache, saved only when the command succeeds
 
     def project(self):
         from .project import load_project
 
-        return load_project(self.project_dir)
+        return load_project(self.project_dir, self.profiles_dir)
 
     def manifest(self, target: str | None):
         from .cache import CompileCache
@@ -52,10 +53,11 @@ class _Context:
 @click.version_option(package_name="mvflow", prog_name="mvflow")
 @click.option("--project-dir", default=".", show_default=True, help="The project's directory (holds project.yml).")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.option("--profiles-dir", default=None, help="A dbt project's profiles.yml folder (default: $DBT_PROFILES_DIR, the project, ~/.dbt).")
 @click.pass_context
-def cli(ctx: click.Context, project_dir: str, debug: bool) -> None:
-    """mvflow: compile and run declarative SQL projects on Apache Spark."""
-    ctx.obj = _Context(project_dir, debug)
+def cli(ctx: click.Context, project_dir: str, debug: bool, profiles_dir: str | None) -> None:
+    """mvflow: compile and run declarative SQL projects on Apache Spark (and dbt-core projects as they are)."""
+    ctx.obj = _Context(project_dir, debug, profiles_dir)
 
 
 @cli.result_callback()
@@ -115,7 +117,7 @@ def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps
     from .select import select as choose
 
     manifest = obj.manifest(target)
-    selected = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name != "seed"]
+    selected = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name not in ("seed", "ephemeral")]
     _locked_run(manifest, target, selected, threads, full_refresh, max_steps, file_check)
 
 
@@ -164,7 +166,8 @@ def build(obj: _Context, select, exclude, target, threads, full_refresh, max_ste
     from .select import select_with_tests
 
     manifest = obj.manifest(target)
-    selected = select_with_tests(manifest, select, exclude)
+    selected = [n for n in select_with_tests(manifest, select, exclude)
+                if n in manifest.tests or manifest.models[n].kind.name != "ephemeral"]
     _locked_run(manifest, target, selected, threads, full_refresh, max_steps, file_check)
 
 
@@ -182,7 +185,7 @@ def _run(manifest, selected, settings, store, threads, full_refresh, max_steps, 
     from . import phases
     from .artifacts import write_artifacts
     from .drift import check_sources
-    from .run import EXIT_INTERRUPTED, RunOptions, run_models
+    from .run import EXIT_INTERRUPTED, RunOptions, run_hooks, run_models
     from .spark import LazySession, spark_session
 
     write_artifacts(manifest, [n for n in selected if n in manifest.models])
@@ -193,7 +196,10 @@ def _run(manifest, selected, settings, store, threads, full_refresh, max_steps, 
     options = RunOptions(store, full_refresh, max_steps, file_check,
                          phases.from_env(),  # MVFLOW_KILL_AT: the kill-point tests' hook, a no-op otherwise
                          click.echo)
-    report = run_models(spark, manifest, selected, threads=threads, echo=click.echo, options=options)
+    hooks = run_hooks(spark, manifest, "on-run-start", click.echo)
+    report = run_models(spark, manifest, selected, threads=threads, echo=click.echo, options=options) if hooks.ok else hooks
+    if hooks.ok:
+        report.results += run_hooks(spark, manifest, "on-run-end", click.echo).results
     (manifest.project.target_dir / "run_results.json").write_text(report.to_json())
     click.echo(f"{'interrupted' if report.interrupted else 'done'} in {time.monotonic() - started:.1f}s: {report.summary()}")
     if report.interrupted:
@@ -382,6 +388,11 @@ def _set_project_dir(ctx: click.Context, _param: click.Parameter, value: str | N
         ctx.find_object(_Context).project_dir = Path(value)
 
 
+def _set_profiles_dir(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.find_object(_Context).profiles_dir = value
+
+
 def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if value:
         ctx.find_object(_Context).debug = True
@@ -398,6 +409,8 @@ def _accept_global_options(group: click.Group) -> None:
                          help="The project's directory (as before the command name)."),
             click.Option(["--debug"], is_flag=True, expose_value=False, callback=_set_debug,
                          help="Show tracebacks for errors."),
+            click.Option(["--profiles-dir"], default=None, expose_value=False, callback=_set_profiles_dir,
+                         help="A dbt project's profiles.yml folder (as before the command name)."),
         ]
 
 

@@ -24,8 +24,11 @@ from .errors import CompileError, MvflowError, Problem, ProblemList, did_you_mea
 from .files import read_text
 from .graph import build_graph, model_id, model_order, source_id
 from .kinds import Kind, KindError, create_kind
+from .dbt.config import RENAMED, translate as translate_dbt_config
+from .kinds.ephemeral import cte_name
 from .kinds.seed import read_seed, seed_select
-from .parse import column_line, output_columns, parse_select, plain_columns, pretty, table_references, unnamed_columns
+from .parse import (column_line, output_columns, parse_select, plain_columns, pretty, table_references, unnamed_columns,
+                    with_ctes)
 from .project import PROJECT_FILE, TABLE_FORMATS, Project, Target
 from .render import Call, Rendered, Renderer
 from .sources import IDENTIFIER, Source, load_sources
@@ -60,6 +63,8 @@ class Model:
     plain_columns: list[str] | None = None  # parse.plain_columns: output columns if the SELECT has no *
     column_doc_lines: dict[str, tuple[str, int]] = field(default_factory=dict)  # where each column is documented
     table_format: str = "parquet"  # delta | parquet: the target's, or the model's own config
+    notes: list[Problem] = field(default_factory=list)  # warnings found while reading it (dbt settings not applied)
+    incremental_sql: str = ""  # an incremental model's SELECT with is_incremental() true (kinds/incremental.py)
     _ast: exp.Query | None = field(default=None, init=False, repr=False, compare=False)
     _parse_later: bool = field(default=False, init=False, repr=False, compare=False)
     _printed: tuple[exp.Query | None, str] | None = field(default=None, init=False, repr=False, compare=False)
@@ -116,6 +121,7 @@ class Manifest:
     warnings: list[Problem] = field(default_factory=list)
     cache: CompileCache | None = field(default=None, repr=False, compare=False)
     tests: dict[str, DataTest] = field(default_factory=dict)  # data tests by name
+    hooks: dict[str, list[str]] = field(default_factory=dict)  # on-run-start / on-run-end statements, rendered
     _derived: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def derived(self, what: str, model: Model, compute: Callable[[], T]) -> T:
@@ -175,11 +181,14 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
         problems.add(problem)
     sources = _attempt(problems, load_sources, project)
     docs = _attempt(problems, _load_model_docs, project) or {}
-    renderer = _attempt(problems, Renderer, project, cache.jinja() if cache is not None else None)
+    renderer = _attempt(problems, Renderer, project, cache.jinja() if cache is not None else None, defaults)
     if renderer is None:
         problems.raise_if_any()
+    if project.dialect == "dbt" and sources is not None:
+        sources.update(_dbt_sources(project, renderer, problems))
+        renderer.source_names = {s.ref_name: s.id for s in sources.values() if s.ref_name}
     models, templates, unusable = _collect_models(project, renderer, docs, defaults, problems, cache)
-    warnings = _check_model_defaults(project, problems)
+    warnings = _check_model_defaults(project, problems) + [note for m in models.values() for note in m.notes]
     _check_relations(models, sources or {}, problems)
     graph = _graph(models, sources, unusable, problems)
     _render_final(models, templates, renderer, sources or {}, problems)
@@ -188,6 +197,8 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
     manifest = Manifest(project, defaults.name, defaults.spark.database, sources, models, graph, warnings, cache)
     _infer_columns(manifest)
     manifest.tests = compile_tests(project, renderer, models, sources or {}, docs)
+    manifest.hooks = {which: [renderer.render_string(sql) for sql in statements] for which, statements in
+                      (("on-run-start", project.on_run_start), ("on-run-end", project.on_run_end)) if statements}
     from .kinds.mv.plan import check_mvs  # mv.py reads the Manifest: imported here to avoid an import cycle
 
     manifest.warnings += check_mvs(manifest)
@@ -224,7 +235,7 @@ def _collect_models(project: Project, renderer: Renderer, docs: dict[str, LineDi
                 cache.apply_changes(compiled.result())
             _collect_model(project, renderer, docs, defaults, problems, path, files, models, templates, unusable)
     for path in project.files("seeds", (".csv",)):
-        _collect_seed(project, docs, defaults, problems, path, files, models, unusable)
+        _collect_seed(project, renderer, docs, defaults, problems, path, files, models, unusable)
     for name, doc in docs.items():
         if name not in files:
             problems.add(Problem(f"model docs name '{name}', which is not a model", doc.path, doc.line,
@@ -262,7 +273,7 @@ def _collect_model(project: Project, renderer: Renderer, docs: dict[str, LineDic
     try:
         template = renderer.template(path)
         first = renderer.render(template, this=f"{defaults.spark.database}.{name}")
-        model = _model(project, display, name, first, docs.get(name), defaults)
+        model = _model(project, renderer, display, name, first, docs.get(name), defaults)
     except CompileError as exc:
         problems.extend(exc)
         unusable[name] = "broken"
@@ -274,8 +285,8 @@ def _collect_model(project: Project, renderer: Renderer, docs: dict[str, LineDic
     templates[name] = template
 
 
-def _collect_seed(project: Project, docs: dict[str, LineDict], defaults: Target, problems: ProblemList, path: Path,
-                  files: dict[str, str], models: dict[str, Model], unusable: dict[str, str]) -> None:
+def _collect_seed(project: Project, renderer: Renderer, docs: dict[str, LineDict], defaults: Target, problems: ProblemList,
+                  path: Path, files: dict[str, str], models: dict[str, Model], unusable: dict[str, str]) -> None:
     """A seed file as a model of kind ``seed`` (``kinds/seed.py``): its SELECT casts the file's columns."""
     display = project.relative(path)
     name = path.stem
@@ -291,7 +302,7 @@ def _collect_seed(project: Project, docs: dict[str, LineDict], defaults: Target,
         return
     first = Rendered(sql="", config={"materialized": "seed"})
     try:
-        model = _model(project, display, name, first, docs.get(name), defaults)
+        model = _model(project, renderer, display, name, first, docs.get(name), defaults)
         if model is None:
             unusable[name] = "disabled"
             return
@@ -302,6 +313,15 @@ def _collect_seed(project: Project, docs: dict[str, LineDict], defaults: Target,
         return
     model.sql = seed_select(name, seed) + "\n"
     models[name] = model
+
+
+def _dbt_sources(project: Project, renderer: Renderer, problems: ProblemList) -> dict[str, Source]:
+    from .dbt.sources import dbt_sources
+
+    found, bad = dbt_sources(project, renderer)
+    for problem in bad:
+        problems.add(problem)
+    return found
 
 
 def _model_config(project: Project, display: str, first, doc: LineDict | None):
@@ -343,7 +363,7 @@ def _check_model_defaults(project: Project, problems: ProblemList) -> list[Probl
         return []
     folders = set()
     for path in project.files("models", (".sql",)):
-        parts = _under_root(project, project.relative(path)).split("/")[:-1]
+        parts = _under_root(project, project.relative(path)).split("/")[:-1] + [path.stem]  # a model's own level too
         folders.update("/".join(parts[:depth]) for depth in range(1, len(parts) + 1))
     warnings: list[Problem] = []
 
@@ -368,9 +388,15 @@ def _check_model_defaults(project: Project, problems: ProblemList) -> list[Probl
     return warnings
 
 
-def _model(project: Project, display: str, name: str, first, doc: LineDict | None, defaults: Target) -> Model | None:
+def _model(project: Project, renderer: Renderer, display: str, name: str, first, doc: LineDict | None,
+           defaults: Target) -> Model | None:
     """The model, or None when it is disabled; an invalid kind or option is a CompileError at its line."""
     config, origin = _model_config(project, display, first, doc)
+    notes: list[Problem] = []
+    if project.dialect == "dbt":
+        config, ignored = translate_dbt_config(config, origin)
+        origin = {RENAMED.get(key, key): where for key, where in origin.items()}
+        notes = [Problem(message, path or display, line or 1, code="dbt-unsupported") for message, path, line in ignored]
     if config.get("enabled", True) is False:
         return None
     problems = ProblemList()
@@ -385,12 +411,17 @@ def _model(project: Project, display: str, name: str, first, doc: LineDict | Non
         for error in exc.errors:
             path, line = origin.get(error.key, (display, 1))
             problems.add(Problem(str(error), path, line, hint=error.hint, code=error.code))
-    schema = str(config.get("schema") or config.get("database") or defaults.spark.database)
+    custom = config.get("schema") or (config.get("database") if project.dialect != "dbt" else None)
+    schema = renderer.schema_name(custom, defaults.spark.database, name)
     table_format = str(config.get("table_format") or defaults.table_format).lower()
     if table_format not in TABLE_FORMATS:
         path, line = origin.get("table_format", (display, 1))
         problems.add(Problem(f"table_format '{config['table_format']}' is not a table format", path, line,
                              hint="write table_format='delta' or table_format='parquet'", code="bad-config"))
+    elif kind is not None and getattr(kind, "incremental_strategy", None) == "merge" and table_format != "delta":
+        path, line = origin.get("incremental_strategy", (display, 1))
+        problems.add(Problem("incremental_strategy 'merge' needs the delta table format", path, line, code="bad-config",
+                             hint="add file_format='delta' (table_format='delta'), or use append or insert_overwrite"))
     elif kind is not None:
         for message, hint in cluster_by_problems(getattr(kind, "cluster_by", ()), table_format,
                                                  getattr(kind, "partition_by", ())):
@@ -402,6 +433,11 @@ def _model(project: Project, display: str, name: str, first, doc: LineDict | Non
             problems.add(Problem(f"{key} '{value}' is not a valid name", path, line,
                                  hint="use letters, digits and _ only", code="bad-name"))
     problems.raise_if_any(CompileError)
+    relation = f"{schema}.{config.get('alias') or name}".lower()
+    for hook in ("before", "after"):  # hooks may use {{ this }}, {{ target }}: rendered for this model
+        if config.get(hook):
+            items = config[hook] if isinstance(config[hook], (list, tuple)) else [config[hook]]
+            config[hook] = [renderer.render_string(str(item), relation) for item in items]
     tags = tuple(sorted(set(_as_list(config.get("tags"))) | set(_as_list((doc or {}).get("tags")))))
     raw = read_text(project.root / display, display)
     return Model(
@@ -411,16 +447,17 @@ def _model(project: Project, display: str, name: str, first, doc: LineDict | Non
         config=config,
         config_lines={key: line for key, (path, line) in origin.items() if path == display},
         schema=schema,
-        relation=f"{schema}.{config.get('alias') or name}".lower(),
+        relation=relation,
         table_format=table_format,
         tags=tags,
-        description=str((doc or {}).get("description") or config.get("description") or "").strip(),
+        description=renderer.render_string(str((doc or {}).get("description") or config.get("description") or "")).strip(),
         column_docs={str(c["name"]): str(c.get("description", "")).strip() for c in (doc or {}).get("columns") or []},
         column_doc_lines={str(c["name"]): (doc.path, c.line) for c in (doc or {}).get("columns") or []},
         raw_sql=raw,
         checksum=hashlib.sha256(raw.encode()).hexdigest(),
         refs=first.refs,
         source_calls=first.sources,
+        notes=notes,
     )
 
 
@@ -428,7 +465,7 @@ def _check_relations(models: dict[str, Model], sources: dict[str, Source], probl
     """Two models, or a model and a declared table, that are one table in Spark (whose names are
     case-insensitive) are an error: one would silently overwrite the other."""
     owners: dict[str, str] = {}
-    for source in sources.values():
+    for source in (s for s in sources.values() if not s.plain):  # a dbt source may well be a model's table
         owners[source.id.lower()] = f"the declared source {source.id} ({source.path}:{source.line})"
         if source.changes:
             owners[source.changes.table.lower()] = f"the change feed of source {source.id} ({source.path}:{source.line})"
@@ -491,18 +528,50 @@ def _render_final(models: dict[str, Model], templates, renderer: Renderer, sourc
             continue
         if any(c.name not in models for c in model.refs) or any(c.name not in sources for c in model.source_calls):
             continue
+        def render(incremental: bool = False) -> str:
+            renderer.incremental = incremental
+            try:
+                return renderer.render(
+                    templates[model.name],
+                    this=model.relation,
+                    resolve_ref=lambda name, line: cte_name(name) if models[name].kind.name == "ephemeral" else models[name].relation,
+                    resolve_source=lambda db, table, line: sources[renderer.source_names.get(f"{db}.{table}", f"{db}.{table}")].id,
+                ).sql
+            finally:
+                renderer.incremental = False
+
         try:
-            rendered = renderer.render(
-                templates[model.name],
-                this=model.relation,
-                resolve_ref=lambda name, line: models[name].relation,
-                resolve_source=lambda db, table, line: sources[f"{db}.{table}"].id,
-            )
+            # keep leading lines: SQL errors then point at the same line as in the model file
+            model.sql = render().rstrip() + "\n"
+            if model.kind.name == "incremental":
+                model.incremental_sql = pretty(parse_select(render(incremental=True), model.path))
         except CompileError as exc:
             problems.extend(exc)
+    _inline_ephemerals(models, problems)
+
+
+def _inline_ephemerals(models: dict[str, Model], problems: ProblemList) -> None:
+    """A model that refs ephemeral models reads them as CTEs placed before its own (dbt's
+    ``__dbt__cte__<name>``), each ephemeral's own ephemerals first."""
+    def needed(model: Model, seen: list[str]) -> list[str]:
+        for call in model.refs:
+            other = models.get(call.name)
+            if other is not None and other.kind.name == "ephemeral" and call.name not in seen:
+                needed(other, seen)
+                seen.append(call.name)
+        return seen
+
+    for model in models.values():
+        ctes = needed(model, [])
+        if not ctes or model.kind.name == "ephemeral" or not model.sql:
             continue
-        # keep leading lines: SQL errors then point at the same line as in the model file
-        model.sql = rendered.sql.rstrip() + "\n"
+        try:
+            pieces = [(cte_name(n), models[n].sql) for n in ctes if models[n].sql]
+            model.sql = with_ctes(model.sql, pieces, model.path)
+            if model.incremental_sql:
+                model.incremental_sql = with_ctes(model.incremental_sql, pieces, model.path)
+        except CompileError as exc:
+            problems.extend(exc)
 
 
 def _parse_models(models: dict[str, Model], sources: dict[str, Source], problems: ProblemList,
@@ -651,11 +720,12 @@ def _load_model_docs(project: Project) -> dict[str, LineDict]:
         if data is None:
             continue
         lists = [key for key in _DOC_LISTS if isinstance(data, LineDict) and isinstance(data.get(key), list)]
-        if not lists:
+        if not lists and not (project.dialect == "dbt" and isinstance(data, LineDict)):
             problems.append(Problem("a model docs file must hold 'models:' (or 'seeds:'), a list", display, 1, code="yaml",
                                     hint="start the file with 'models:' and list models under it as '- name: ...'"))
             continue
-        problems += check_keys(data, {"version", *_DOC_LISTS}, display, "a model docs file")
+        problems += check_keys(data, {"version", *_DOC_LISTS, *(_DBT_DOC_KEYS if project.dialect == "dbt" else ())},
+                               display, "a model docs file")
         for key in lists:
             for entry in data[key]:
                 problems += _add_doc_entry(docs, entry, display, data.line_of(key), key[:-1])
@@ -665,6 +735,9 @@ def _load_model_docs(project: Project) -> dict[str, LineDict]:
 
 
 _DOC_LISTS = ("models", "seeds")
+#: more keys of a dbt schema YAML file (sources: compiler/dbt/sources.py; the others are not read)
+_DBT_DOC_KEYS = ("sources", "macros", "exposures", "metrics", "semantic_models", "saved_queries", "unit_tests", "snapshots",
+                 "analyses", "groups")
 
 
 def _add_doc_entry(docs: dict[str, LineDict], entry: object, display: str, line: int, what: str) -> list[Problem]:

@@ -53,7 +53,8 @@ def drift(source: "Source", actual: dict[str, str] | None) -> list[Problem]:
     """
     if actual is None:
         return [Problem(f"source {source.id}: the table does not exist", source.path, source.line,
-                        hint=CREATE_TABLE_HINT, code="table-not-found")]
+                        hint="create it first, or load the seed that fills it (mvflow seed)" if source.plain else CREATE_TABLE_HINT,
+                        code="table-not-found")]
     hint = "declare the table's columns as they are, or fix the table"
     columns = {name.lower(): kind for name, kind in actual.items()}
     missing = [c.name for c in source.columns if c.name.lower() not in columns]

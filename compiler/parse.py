@@ -246,3 +246,30 @@ def _leftmost_select(query: exp.Query) -> exp.Select:
 def pretty(query: exp.Expression) -> str:
     """Stable, readable Spark SQL for reviewers."""
     return query.sql(dialect=DIALECT, pretty=True)
+
+
+def with_ctes(sql: str, ctes: list[tuple[str, str]], path: str) -> str:
+    """``sql`` with CTEs ``(name, SELECT)`` placed before its own (an ephemeral model inlined).
+
+    >>> print(with_ctes("with a as (select 1 as x) select * from a cross join e", [("e", "select 2 as y")], "m.sql"))
+    WITH e AS (
+      SELECT
+        2 AS y
+    ), a AS (
+      SELECT
+        1 AS x
+    )
+    SELECT
+      *
+    FROM a
+    CROSS JOIN e
+    """
+    query = parse_select(sql, path)
+    new = [exp.CTE(this=parse_select(text, path), alias=exp.TableAlias(this=exp.to_identifier(name))) for name, text in ctes]
+    existing = query.args.get("with_")
+    if existing is not None:
+        existing.set("expressions", new + list(existing.expressions))
+    else:
+        query.set("with_", exp.With(expressions=new))
+    return pretty(query)
+

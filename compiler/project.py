@@ -80,6 +80,11 @@ class Project:
     seed_defaults: Mapping[str, Any] = field(default_factory=dict)  # the ``seeds:`` block, like ``models:``
     test_defaults: Mapping[str, Any] = field(default_factory=dict)  # the ``tests:`` (``data_tests:``) block
     test_paths: tuple[str, ...] = ("tests",)  # singular data tests; generic ones under <test path>/generic/
+    dialect: str = "mvflow"  # "dbt": read from dbt_project.yml, named and configured as dbt does (compiler/dbt/)
+    on_run_start: tuple[str, ...] = ()  # statements run before and after run/seed/test/build (dbt's hooks)
+    on_run_end: tuple[str, ...] = ()
+    docs_paths: tuple[str, ...] = ()  # more folders with {% docs %} blocks (*.md), besides the model folders
+    unusable_targets: Mapping[str, Problem] = field(default_factory=dict)  # a profile output mvflow cannot run
     targets_line: int = 0  # line of 'targets:' in project.yml, for errors
     model_paths_line: int = 0  # line of 'paths: models:' (or of what holds it), for errors
 
@@ -89,6 +94,8 @@ class Project:
 
     def target(self, name: str | None = None) -> Target:
         name = name or self.default_target
+        if name in self.unusable_targets:
+            raise ProjectError(self.unusable_targets[name])
         if name not in self.targets:
             close = difflib.get_close_matches(name, list(self.targets), n=1)
             known = "targets defined: " + ", ".join(sorted(self.targets))
@@ -119,7 +126,7 @@ class Project:
     def files(self, kind: str, suffixes: tuple[str, ...]) -> list[Path]:
         """Files under the model/macro/lineage paths, sorted, so that compile is deterministic."""
         roots = {"models": self.model_paths, "macros": self.macro_paths, "lineage": self.lineage_paths,
-                 "seeds": self.seed_paths, "tests": self.test_paths}[kind]
+                 "seeds": self.seed_paths, "tests": self.test_paths, "docs": self.model_paths + self.docs_paths}[kind]
         found: set[Path] = set()
         for root in roots:
             base = self.root / root
@@ -159,8 +166,8 @@ class Project:
         ``seeds:`` or ``tests:`` block with ``block``."""
         result: dict[str, tuple[Any, int]] = {}
         node: Any = {"models": self.model_defaults, "seeds": self.seed_defaults, "tests": self.test_defaults}[block]
-        folders = model_path.split("/")[:-1]
-        for depth in range(len(folders) + 1):
+        levels = model_path.split("/")[:-1] + [Path(model_path).stem]  # folders, then a level named after the file (dbt)
+        for depth in range(len(levels) + 1):
             if not isinstance(node, Mapping):
                 break
             lines = node.line_of if isinstance(node, LineDict) else (lambda key: 0)
@@ -169,8 +176,8 @@ class Project:
                     value = _as_list(result["tags"][0]) + [t for t in _as_list(value) if t not in _as_list(result["tags"][0])]
                 if key.startswith("+"):
                     result[key[1:]] = (value, lines(key))
-            if depth < len(folders):
-                node = node.get(folders[depth])
+            if depth < len(levels):
+                node = node.get(levels[depth])
         return result
 
 
@@ -209,10 +216,15 @@ def _render_values(value: Any, display: str, line: int) -> Any:
     return value
 
 
-def load_project(root: Path | str) -> Project:
-    """Read ``project.yml`` under ``root``; every problem is reported with its line."""
+def load_project(root: Path | str, profiles_dir: Path | str | None = None) -> Project:
+    """Read ``project.yml`` under ``root`` (or a dbt project's ``dbt_project.yml`` and its
+    ``profiles.yml``: ``compiler/dbt``); every problem is reported with its line."""
     root = Path(root).resolve()
     path = root / PROJECT_FILE
+    if not path.is_file() and (root / "dbt_project.yml").is_file():
+        from .dbt.project import load_dbt_project
+
+        return load_dbt_project(root, profiles_dir)
     if not path.is_file():
         raise ProjectError(
             Problem(

@@ -21,7 +21,9 @@ import jinja2
 
 from .errors import CompileError, Problem, ProjectError
 from .files import MAX_MODEL_BYTES, over_limit, read_text
-from .project import Project, env_var
+from .dbt.context import TargetContext, dbt_globals, returning
+from .dbt.docs import load_docs
+from .project import Project, Target, env_var
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ _LOOKS_LIKE_CALL = re.compile(r"^\s*(env_var|ref|var|source|doc)\s*\(.+\)\s*$", 
 class Renderer:
     """Renders the models of one project. Not thread-safe: one render at a time."""
 
-    def __init__(self, project: Project, bytecode_cache: jinja2.BytecodeCache | None = None):
+    def __init__(self, project: Project, bytecode_cache: jinja2.BytecodeCache | None = None, target: Target | None = None):
         self.project = project
         self.env = jinja2.Environment(
             loader=_ProjectLoader(project.root),
@@ -67,7 +69,10 @@ class Renderer:
             keep_trailing_newline=False,
             autoescape=False,
             bytecode_cache=bytecode_cache,
+            extensions=["jinja2.ext.do"],
         )
+        self.incremental = False  # what is_incremental() answers in this render (an incremental model's second render)
+        self.source_names: dict[str, str] = {}  # source('a', 'b') → the source's id, where they differ (dbt sources)
         self._current: Rendered | None = None
         self._resolve_ref: Resolver | None = None
         self._resolve_source: Callable[[str, str, int], str] | None = None
@@ -80,7 +85,12 @@ class Renderer:
             var=self._var,
             env_var=_env_var,
             this=_This(self),
+            target=TargetContext.of(target, project),
+            is_incremental=lambda: self.incremental,
+            doc=load_docs(project),
         )
+        if project.dialect == "dbt":
+            self.env.globals.update(dbt_globals(self.env))
         self.macros = self._load_macros()
 
     # -- the functions models call -------------------------------------------------------
@@ -97,7 +107,7 @@ class Renderer:
             raise _RenderFailure("source() takes a database and a table name", "write {{ source('stage', 'offers') }}", "bad-source")
         line = _template_line(self._model)
         assert self._current is not None
-        self._current.sources.append(Call(f"{database}.{name}", line))
+        self._current.sources.append(Call(self.source_names.get(f"{database}.{name}", f"{database}.{name}"), line))
         return self._resolve_source(database, name, line) if self._resolve_source else f"{database}.{name}"
 
     def _config(self, *args: Any, **kwargs: Any) -> str:
@@ -148,6 +158,24 @@ class Renderer:
             raise CompileError(Problem(f"the model renders to SQL of {over_limit(len(result.sql))}", template.name, 1,
                                        hint="split the model, or move generated data into a source table", code="too-large"))
         return result
+
+    def render_string(self, text: str, this: str = "") -> str:
+        """A config value or description with Jinja (a hook's ``{{ this }}``, ``{{ doc('x') }}``)."""
+        if "{" not in text:
+            return text
+        with self._rendering(None, this, None, None):
+            return self.env.from_string(text).render()
+
+    def schema_name(self, custom: str | None, default: str, node_name: str = "") -> str:
+        """A node's schema: the project's ``generate_schema_name`` macro when it has one, else
+        dbt's rule in a dbt project (``<target schema>_<custom>``), else the custom schema."""
+        macro = self.macros.get("generate_schema_name")
+        if macro is not None:
+            with self._rendering(None, "", None, None):
+                return str(macro(custom, _Node(node_name))).strip()
+        if custom is None or str(custom).strip() == "":
+            return default
+        return f"{default}_{str(custom).strip()}" if self.project.dialect == "dbt" else str(custom).strip()
 
     def call_macro(self, name: str, kwargs: dict[str, Any], this: str, resolve_ref: Resolver,
                    resolve_source: Callable[[str, str, int], str], globals_: dict[str, Any] | None = None) -> Rendered:
@@ -219,12 +247,20 @@ class Renderer:
                 if name in macros:
                     problems.append(Problem(f"macro '{name}' is defined twice (also in {where[name]})", display,
                                             hint="rename one of them", code="duplicate-macro"))
-                macros[name] = getattr(module, name)
+                macros[name] = returning(getattr(module, name)) if self.project.dialect == "dbt" else getattr(module, name)
                 where[name] = display
         if problems:
             raise CompileError(problems)
         self.env.globals.update(macros)
         return macros
+
+
+@dataclass(frozen=True)
+class _Node:
+    """What a ``generate_schema_name`` macro may read of the node (``node.name``)."""
+
+    name: str
+    resource_type: str = "model"
 
 
 class _ProjectLoader(jinja2.BaseLoader):

@@ -177,6 +177,29 @@ def run_models(
     return report
 
 
+def run_hooks(spark: "SparkSession", manifest: Manifest, which: str, echo: Printer = print) -> RunReport:
+    """The project's ``on-run-start`` or ``on-run-end`` statements (dbt's), in order; the first
+    that fails stops them (``target/run/<which>.sql`` holds them)."""
+    report = RunReport()
+    if manifest.hooks.get(which) and which == "on-run-start":  # as dbt does: the schemas exist before the hooks run
+        for schema in sorted({manifest.database} | {m.schema for m in manifest.models.values()}):
+            spark.sql(f"CREATE DATABASE IF NOT EXISTS {schema}")
+    for index, sql in enumerate(manifest.hooks.get(which, ())):
+        name = f"{which}.{index}"
+        started = time.monotonic()
+        try:
+            spark.sql(sql)
+            result = Result(name, "hook", "success")
+        except Exception as exc:  # noqa: BLE001 - reported like a failed model
+            result = Result(name, "hook", "error", message=f"{manifest.project.target_path}/run/{which}.sql: {_spark_message(exc)}")
+        result.seconds = time.monotonic() - started
+        report.results.append(result)
+        echo(_progress_line(index + 1, len(manifest.hooks[which]), result))
+        if result.status == "error":
+            break
+    return report
+
+
 def _selected_dag(manifest: Manifest, selected: list[str]) -> nx.DiGraph:
     """The selection as a DAG: an edge wherever one selected model depends on another,
     directly or through unselected models. A selected test runs after the models it reads, and

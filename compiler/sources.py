@@ -65,6 +65,11 @@ class Source:
     depends_on: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     unique: tuple[tuple[str, ...], ...] = ()  # alternate unique keys: a join binding one is one-to-one
+    plain: bool = False  # a dbt source: no key, no change mode (read in full by view/table models)
+    ref_name: str | None = None  # a dbt source's name in source('<source>', '<table>'), when not its table's
+    loaded_at_field: str | None = None  # dbt freshness: the column holding when each row was loaded
+    freshness: dict | None = field(default=None, compare=False)  # dbt freshness: warn_after / error_after
+    tests: Any = field(default=None, compare=False, repr=False)  # the YAML entry holding its data tests, if any
 
     @property
     def id(self) -> str:
@@ -72,6 +77,8 @@ class Source:
 
     @property
     def change_mode(self) -> str:
+        if self.plain:
+            return "none"
         return "position" if self.position else "changes" if self.changes else "cdf" if self.cdf else "dictionary"
 
     def column_types(self) -> dict[str, str] | None:

@@ -21,7 +21,7 @@ from compiler.parse import pretty
 from compiler.project import load_project
 
 ROOT = Path(__file__).resolve().parent.parent
-DEMO_FILES = ("project.yml", "models", "macros", "lineage")
+DEMO_FILES = ("project.yml", "models", "macros", "lineage", "seeds", "data_tests")
 
 SOURCES = """
 sources:
@@ -126,7 +126,8 @@ def test_compiled_sql_is_fully_qualified_and_pretty(tmp_path: Path):
         assert header == f"-- {name} ({model['kind']['name']}) compiled from {model['path']}"
         query = sqlglot.parse_one(sql, read="spark")
         tables = list(query.find_all(exp.Table))
-        assert tables and all(t.db for t in tables), name
+        seed = model["kind"]["name"] == "seed"  # a seed reads the temporary view of its file's rows
+        assert tables and all(t.db or seed for t in tables), name
         assert sql == pretty(query) + "\n", name  # printing again changes nothing: it is the pretty form
         assert "{{" not in sql and "{%" not in sql
     shop_stats = (project / "target/compiled/marts/shop_stats.sql").read_text()
@@ -156,7 +157,7 @@ def test_select_limits_the_files_written_but_not_the_manifest(tmp_path: Path):
     files = set(tree(project / "target"))
     assert "compiled/staging/stg_shops.sql" in files and "compiled/marts/shop_stats.sql" not in files
     manifest = json.loads((project / "target/manifest.json").read_text())
-    assert len(manifest["models"]) == 6
+    assert len(manifest["models"]) == 7  # six models and a seed
 
 
 # -- manifest.json ---------------------------------------------------------------------------
@@ -171,7 +172,7 @@ def test_demo_manifest_content(tmp_path: Path):
     assert manifest["order"].index("stg_orders") < manifest["order"].index("orders_enriched")
     assert manifest["order"].index("offers_wide") < manifest["order"].index("orders_enriched")
     assert {name: m["kind"]["name"] for name, m in models.items()} == {
-        "category_stats": "mv", "offers_wide": "mv", "orders_enriched": "fact", "shop_stats": "table", "stg_orders": "view",
+        "category_stats": "mv", "currencies": "seed", "offers_wide": "mv", "orders_enriched": "fact", "shop_stats": "table", "stg_orders": "view",
         "stg_shops": "view"}
     fact = models["orders_enriched"]
     assert fact["kind"]["maxstep"] == 50000 and fact["kind"]["depends_on"] == ["offers_wide"]

@@ -34,7 +34,7 @@ def _mvflow(project: Path, *args: str, kill_at: str = "") -> subprocess.Complete
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory) -> Path:
     project = tmp_path_factory.mktemp("demo")
-    for name in ("project.yml", "models", "macros", "lineage"):
+    for name in ("project.yml", "models", "macros", "lineage", "seeds", "data_tests"):
         (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, project / name)
     # 200 offers: one shop or category edit touches more than the default 20% of the MV, and the
     # fan-out guard would turn every batch into a full build; keep the key-driven path

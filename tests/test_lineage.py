@@ -208,6 +208,10 @@ def _spark_types(spark, manifest, database: str, sources: dict[str, list]) -> di
     found = {}
     for name in manifest.order():
         model = manifest.models[name]
+        if model.kind.name == "seed":  # its SELECT reads the text rows of its file
+            spark.sql(f"CREATE TABLE IF NOT EXISTS {database}.mvflow_seed_{name} "
+                      f"({', '.join(f'`{c}` string' for c in model.columns)}) USING parquet")
+            moved[f"mvflow_seed_{name}"] = f"{database}.mvflow_seed_{name}"
         moved[model.relation] = f"{database}.{name}"
         query = pretty(exp.replace_tables(model.ast, moved, dialect="spark"))
         spark.sql(f"CREATE OR REPLACE VIEW {moved[model.relation]} AS {query}")

@@ -8,7 +8,7 @@ own ``config()`` < the project's ``tests:`` defaults < the YAML entry.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from ..errors import CompileError, Problem, ProblemList, did_you_mean
@@ -77,6 +77,12 @@ def compile_tests(project: "Project", renderer: "Renderer", models: Mapping[str,
     for name, entry in docs.items():
         if name in models:
             found, bad = declared_tests(entry, entry.path, name)
+            declarations += found
+            for problem in bad:
+                problems.add(problem)
+    for source in sources.values():
+        if source.tests is not None:
+            found, bad = declared_tests(source.tests, source.path, source.id, tuple(source.ref_name.split(".", 1)))
             declarations += found
             for problem in bad:
                 problems.add(problem)
@@ -174,6 +180,9 @@ class _Compiler:
         problems += [self._unknown(call, declaration, source=True) for call in rendered.sources if call.name not in self.sources]
         if problems:
             return problems
+        if self.project.dialect == "dbt":  # dbt's audit schema: <target schema>_dbt_test__audit
+            custom = config.schema if config.schema != TestConfig.schema else "dbt_test__audit"
+            config = replace(config, schema=self.renderer.schema_name(custom, self.renderer.env.globals["target"].schema))
         reads = ([first] if first in self.models else []) + [c.name for c in rendered.refs]
         sources = ([first] if first in self.sources else []) + [c.name for c in rendered.sources]
         return DataTest(declaration, config, rendered.sql.strip() + "\n", tuple(dict.fromkeys(reads)),

@@ -48,7 +48,7 @@ class TestConfig:
     limit: int | None = None
     enabled: bool = True
     tags: tuple[str, ...] = ()
-    schema: str = "test_audit"  # where store_failures keeps a test's failing rows (a table named after it)
+    schema: str = "test_audit"  # where store_failures keeps a test's failing rows (in a dbt project: dbt's audit schema)
     alias: str | None = None
 
 
@@ -126,7 +126,9 @@ def _declaration(item: Any, path: str, line: int, attached_to: str, target_name:
     args = {**kwargs, **({"column_name": column} if column else {})}
     prefix = "source_" if source else ""
     if not name:
-        name = generic_test_name(prefix + str(test_type).replace(".", "_"), target_name, args)
+        short, name = generic_test_names(prefix + str(test_type).replace(".", "_"), target_name, args)
+        if short != name:
+            config.setdefault("alias", short)  # the table store_failures writes
     return TestDeclaration(str(name), str(test_type), path, line, attached_to, column, kwargs, config, description), None
 
 
@@ -140,18 +142,18 @@ def _split_arguments(body: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
     return kwargs, config
 
 
-def generic_test_name(test_type: str, target_name: str, args: Mapping[str, Any]) -> str:
-    """dbt's name for a generic test: type, tested node, then the arguments (sorted by name);
-    names of 64 characters or more are shortened with an md5 of the full name.
+def generic_test_names(test_type: str, target_name: str, args: Mapping[str, Any]) -> tuple[str, str]:
+    """dbt's names for a generic test: type, tested node, then the arguments (sorted by name); the
+    short one (its table's name) shortens names of 64 characters or more with an md5 of the full one.
 
-    >>> generic_test_name("not_null", "orders", {"column_name": "order_id"})
+    >>> generic_test_names("not_null", "orders", {"column_name": "order_id"})[1]
     'not_null_orders_order_id'
-    >>> generic_test_name("accepted_values", "orders", {"column_name": "status", "values": ["placed", "shipped"]})
+    >>> generic_test_names("accepted_values", "orders", {"column_name": "status", "values": ["placed", "shipped"]})[1]
     'accepted_values_orders_status__placed__shipped'
-    >>> generic_test_name("relationships", "orders", {"column_name": "customer_id", "to": "ref('customers')", "field": "id"})
+    >>> generic_test_names("relationships", "orders", {"column_name": "customer_id", "to": "ref('customers')", "field": "id"})[1]
     'relationships_orders_customer_id__id__ref_customers_'
-    >>> generic_test_name("accepted_values", "orders", {"column_name": "status", "values": ["placed", "shipped", "completed", "returned"]})
-    'accepted_values_orders_8b08a2e3c7880954e0d6e0b54536f6b3'
+    >>> generic_test_names("accepted_values", "orders", {"column_name": "status", "values": ["placed", "shipped", "completed", "returned"]})
+    ('accepted_values_orders_8b08a2e3c7880954e0d6e0b54536f6b3', 'accepted_values_orders_status__placed__shipped__completed__returned')
     """
     parts: list[str] = []
     for key in sorted(args):
@@ -161,8 +163,8 @@ def generic_test_name(test_type: str, target_name: str, args: Mapping[str, Any])
     identifier = f"{test_type}_{target_name}"
     full = f"{identifier}_{'__'.join(parts)}"
     if len(full) < 64:
-        return full
-    return f"{identifier[:30]}_{hashlib.md5(full.encode()).hexdigest()}"
+        return full, full
+    return f"{identifier[:30]}_{hashlib.md5(full.encode()).hexdigest()}", full
 
 
 def test_config(values: Mapping[str, Any], path: str, line: int) -> tuple[TestConfig, list[Problem]]:

@@ -8,6 +8,9 @@ compile-time plan, its runner, its verify and what it writes under ``target/run/
 ``mv``        ``mv/``: a wide table refreshed by key
 ``fact``      ``fact/``: an append-mostly table built in idempotent steps
 ``seed``      ``seed.py``: a CSV file of the project loaded into a table (``mvflow seed``)
+``incremental``  ``incremental.py``: dbt's: built once, then appended, overwritten by partition or
+              merged with the SELECT rendered with ``is_incremental()`` true
+``ephemeral`` ``ephemeral.py``: dbt's: no table; inlined as a CTE where it is ref()'d
 ============  ==============================================================================
 
 Callers ask a kind's fields and hooks (``base.ModelKind``) instead of comparing names. This
@@ -22,19 +25,23 @@ from typing import Any, Mapping
 from ..sources import IDENTIFIER, parse_duration
 from .base import COMMON_KEYS, KindError, ModelKind
 from .fact import FactKind
+from .ephemeral import EphemeralKind
+from .incremental import STRATEGIES as INCREMENTAL_STRATEGIES, IncrementalKind
 from .mv import MV_STRATEGIES, MvKind
 from .seed import SeedKind
 from .table import TableKind
 from .view import ViewKind
 
-__all__ = ["COMMON_KEYS", "KINDS", "FactKind", "Kind", "KindError", "ModelKind", "MvKind", "SeedKind", "TableKind", "ViewKind",
+__all__ = ["COMMON_KEYS", "KINDS", "EphemeralKind", "FactKind", "IncrementalKind", "Kind", "KindError", "ModelKind", "MvKind",
+           "SeedKind", "TableKind", "ViewKind",
            "create_kind"]
 
 #: Delta refuses more clustering columns (``DELTA_CLUSTER_BY_INVALID_NUM_COLUMNS``).
 MAX_CLUSTER_BY = 4
 
-KINDS: dict[str, type[ModelKind]] = {k.name: k for k in (ViewKind, TableKind, MvKind, FactKind, SeedKind)}
-Kind = ViewKind | TableKind | MvKind | FactKind | SeedKind
+KINDS: dict[str, type[ModelKind]] = {k.name: k for k in (ViewKind, TableKind, MvKind, FactKind, SeedKind, IncrementalKind,
+                                                         EphemeralKind)}
+Kind = ViewKind | TableKind | MvKind | FactKind | SeedKind | IncrementalKind | EphemeralKind
 
 
 def create_kind(config: Mapping[str, Any]) -> Kind:
@@ -100,6 +107,11 @@ def _coerce(cls: type[ModelKind], key: str, value: Any) -> Any:
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise KindError(f"{key} must be true or false, got {value!r}", f"e.g. {key}=true", "bad-config", key)
+        return value
+    if key == "incremental_strategy":
+        if value not in INCREMENTAL_STRATEGIES:
+            raise KindError(f"invalid incremental_strategy {value!r}", "valid strategies: " + ", ".join(INCREMENTAL_STRATEGIES),
+                            "bad-config", key)
         return value
     if key == "strategy":
         if value not in MV_STRATEGIES:

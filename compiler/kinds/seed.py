@@ -73,12 +73,12 @@ def seed_select(model_name: str, seed: SeedFile) -> str:
     """The seed's SELECT: its columns cast from the text of ``mvflow_seed_<name>``.
 
     >>> seed_select("countries", SeedFile(("id", "name"), ("bigint", "string"), []))
-    'SELECT\\n  CAST(id AS BIGINT) AS id,\\n  name\\nFROM mvflow_seed_countries'
+    'SELECT\\n  CAST(id AS BIGINT) AS id,\\n  CAST(name AS STRING) AS name\\nFROM mvflow_seed_countries'
     """
     items = []
     for column, type_ in zip(seed.columns, seed.types):
         name = column if IDENTIFIER.fullmatch(column) else f"`{column.replace('`', '``')}`"
-        items.append(name if type_ == "string" else f"CAST({name} AS {type_.upper()}) AS {name}")
+        items.append(f"CAST({name} AS {type_.upper()}) AS {name}")  # strings too: every column says its type
     return "SELECT\n  " + ",\n  ".join(items) + f"\nFROM mvflow_seed_{model_name}"
 
 

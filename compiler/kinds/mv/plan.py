@@ -295,11 +295,13 @@ def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
         if reads is not None and source.id.lower() not in reads:
             continue
         columns = tuple(c.name for c in source.columns) or None
+        plain = source.change_mode == "none"  # a dbt source: read in full, its changes unseen
         catalog[source.id.lower()] = _Input(
-            source.id, source.id.lower(), source.change_mode, tuple(source.primary_key), columns,
+            source.id, source.id.lower(), None if plain else source.change_mode, tuple(source.primary_key), columns,
             position=tuple(source.changes.position if source.changes else source.position),
             feed=source.changes.table if source.changes else None, origin=f"{source.path}:{source.line}",
-            unique=source.unique)
+            unique=source.unique, why=f"source {source.id} ({source.path}:{source.line}) declares no primary key and "
+                                      "change mode: declare it in lineage/*.yml" if plain else "")
     for other in manifest.models.values():
         if other.name == model.name or (reads is not None and other.relation not in reads):
             continue

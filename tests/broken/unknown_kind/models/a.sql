@@ -1,3 +1,3 @@
 
-{{ config(materialized='incremental') }}
+{{ config(materialized='snapshot') }}
 select 1 as x

@@ -1,0 +1,99 @@
+"""What dbt's Jinja offers besides ``ref``/``source``/``config``/``var``: ``target``, and in a
+dbt project ``execute``, ``log``, ``exceptions``, ``modules``, ``adapter.dispatch`` and
+``return``. Functions that need a live connection at compile time (``run_query``) are refused
+with one line."""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import json
+import re
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, Callable
+
+import jinja2
+
+if TYPE_CHECKING:
+    from ..project import Project, Target
+
+
+@dataclass(frozen=True)
+class TargetContext:
+    """``{{ target }}``: the target's name and default schema (dbt's ``target.schema``)."""
+
+    name: str
+    schema: str
+    profile_name: str
+    type: str = "spark"
+    threads: int = 1
+    database: None = None
+
+    @property
+    def target_name(self) -> str:
+        return self.name
+
+    @classmethod
+    def of(cls, target: "Target | None", project: "Project") -> "TargetContext":
+        if target is None:
+            return cls("local", "default", project.name)
+        return cls(target.name, target.spark.database, project.name)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Return(Exception):
+    """``{% do return(value) %}`` inside a macro: the macro's value (see ``returning``)."""
+
+    def __init__(self, value: Any):
+        super().__init__("return() outside a macro")
+        self.value = value
+
+
+def returning(macro: Callable[..., Any]) -> Callable[..., Any]:
+    """A macro whose ``return(value)`` gives ``value`` (else its rendered text), as in dbt."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return macro(*args, **kwargs)
+        except Return as done:
+            return done.value
+
+    call.__name__ = getattr(macro, "__name__", "macro")
+    return call
+
+
+def dbt_globals(env: jinja2.Environment) -> dict[str, Any]:
+    def dispatch(name: str, macro_namespace: str | None = None) -> Any:
+        for candidate in (f"spark__{name}", f"default__{name}", name):
+            if candidate in env.globals:
+                return env.globals[candidate]
+        raise jinja2.UndefinedError(f"adapter.dispatch('{name}'): no macro spark__{name}, default__{name} or {name}")
+
+    def refused(name: str) -> Callable[..., Any]:
+        def call(*_: Any, **__: Any) -> Any:
+            raise jinja2.TemplateRuntimeError(f"{name}() queries the database while compiling: mvflow compiles without Spark")
+        return call
+
+    def raise_compiler_error(message: str) -> Any:
+        raise jinja2.TemplateRuntimeError(message)
+
+    return {
+        "execute": True,
+        "log": lambda *args, **kwargs: "",
+        "print": lambda *args, **kwargs: "",
+        "return": lambda value=None: _raise(Return(value)),
+        "exceptions": SimpleNamespace(raise_compiler_error=raise_compiler_error, warn=lambda *a, **k: ""),
+        "modules": SimpleNamespace(datetime=datetime, re=re, itertools=itertools),
+        "tojson": json.dumps,
+        "fromjson": json.loads,
+        "run_query": refused("run_query"),
+        "statement": refused("statement"),
+        "adapter": SimpleNamespace(dispatch=dispatch, quote=lambda name: f"`{name}`", get_relation=refused("adapter.get_relation")),
+    }
+
+
+def _raise(exc: Exception) -> Any:
+    raise exc

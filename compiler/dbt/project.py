@@ -1,0 +1,158 @@
+"""A dbt-core project as it is: ``dbt_project.yml`` and the ``profiles.yml`` output it names.
+
+The result is mvflow's own ``Project`` with ``dialect="dbt"``: paths from ``model-paths``,
+``seed-paths``, ``macro-paths``, ``test-paths`` and ``docs-paths``; ``vars``; the ``models:``,
+``seeds:`` and ``data_tests:`` blocks as per-folder defaults (under the project's name, keys
+with or without ``+``); ``on-run-start``/``on-run-end``; and one target per output of the
+profile. The spark adapter's ``session`` method is a local Spark target whose ``schema`` is the
+default schema; other adapters and methods are refused with one line when chosen.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import Problem, ProjectError
+from ..project import DEFAULT_SPARK_CONF, Project, SparkSettings, StateSettings, Target, _render_values
+from ..yamlfile import LineDict, load_yaml
+
+DBT_PROJECT_FILE = "dbt_project.yml"
+PROFILES_FILE = "profiles.yml"
+#: dbt_project.yml keys that hold Jinja rendered later (per model or at run time), not at load
+_LATER = {"models", "seeds", "data_tests", "tests", "snapshots", "on-run-start", "on-run-end", "vars"}
+#: config keys whose value is a mapping (not a folder) in a models/seeds block
+_MAPPING_CONFIGS = {"column_types", "meta", "docs", "persist_docs", "grants", "contract", "tblproperties", "quoting"}
+#: dbt configs a folder key can be mistaken for when written without '+'
+CONFIG_NAMES = {
+    "materialized", "schema", "alias", "tags", "enabled", "pre-hook", "post-hook", "pre_hook", "post_hook",
+    "file_format", "partition_by", "incremental_strategy", "unique_key", "on_schema_change", "full_refresh",
+    "column_types", "quote_columns", "delimiter", "severity", "where", "store_failures", "warn_if", "error_if",
+    "fail_calc", "limit", "database", "meta", "docs", "persist_docs", "grants", "contract", "clustered_by", "buckets",
+    "location_root", "tblproperties", "description", "quoting", "access", "group",
+}
+
+
+def load_dbt_project(root: Path, profiles_dir: Path | str | None = None) -> Project:
+    path = root / DBT_PROJECT_FILE
+    raw = load_yaml(path, DBT_PROJECT_FILE)
+    if not isinstance(raw, LineDict) or "name" not in raw:
+        raise ProjectError(Problem("dbt_project.yml must be a mapping with a name", DBT_PROJECT_FILE, 1, code="yaml",
+                                   hint="start with 'name: <project name>'"))
+    data = LineDict({k: (v if k in _LATER else _render_values(v, DBT_PROJECT_FILE, raw.line_of(k))) for k, v in raw.items()})
+    data.line, data.key_lines = raw.line, raw.key_lines
+    name = str(data["name"])
+    targets, default, unusable = load_profile(root, str(data.get("profile") or name), profiles_dir)
+    return Project(
+        root=root,
+        name=name,
+        version=str(data.get("version", "0")),
+        model_paths=_paths(data, "model-paths", ["models"], legacy="source-paths"),
+        macro_paths=_paths(data, "macro-paths", ["macros"]),
+        lineage_paths=(),
+        target_path=str(data.get("target-path", "target")),
+        vars=dict(data.get("vars") or {}),
+        model_defaults=config_block(data.get("models"), name),
+        targets=targets,
+        default_target=default,
+        seed_paths=_paths(data, "seed-paths", ["seeds"], legacy="data-paths"),
+        seed_defaults=config_block(data.get("seeds"), name),
+        test_paths=_paths(data, "test-paths", ["tests"]),
+        test_defaults=config_block(data.get("data_tests", data.get("tests")), name),
+        dialect="dbt",
+        on_run_start=_hooks(data.get("on-run-start")),
+        on_run_end=_hooks(data.get("on-run-end")),
+        docs_paths=_paths(data, "docs-paths", []),
+        unusable_targets=unusable,
+    )
+
+
+def _paths(data: LineDict, key: str, default: list[str], legacy: str | None = None) -> tuple[str, ...]:
+    value = data.get(key, data.get(legacy, default) if legacy else default)
+    return tuple(str(v) for v in (value if isinstance(value, list) else [value]))
+
+
+def _hooks(value: Any) -> tuple[str, ...]:
+    items = value if isinstance(value, list) else [value] if value else []
+    return tuple(str(item.get("sql", "")) if isinstance(item, dict) else str(item) for item in items)
+
+
+def config_block(block: Any, project_name: str) -> LineDict:
+    """A dbt ``models:``/``seeds:``/``data_tests:`` block as mvflow's per-folder defaults: the
+    project-name level removed (other packages' levels dropped), every config key with ``+``.
+
+    >>> block = LineDict({"shop": LineDict({"+materialized": "view", "marts": LineDict({"materialized": "table"})})})
+    >>> config_block(block, "shop")
+    {'+materialized': 'view', 'marts': {'+materialized': 'table'}}
+    """
+    if not isinstance(block, LineDict):
+        return LineDict()
+    inner = block.get(project_name)
+    result = _converted(block, project_name)
+    if isinstance(inner, LineDict):
+        result.update(_converted(inner, None))
+        result.key_lines.update(_converted(inner, None).key_lines)
+    return result
+
+
+def _converted(node: LineDict, skip: str | None) -> LineDict:
+    result = LineDict()
+    result.line = node.line
+    for key, value in node.items():
+        if key == skip:
+            continue
+        name = str(key)
+        if name.startswith("+") or name in CONFIG_NAMES and (not isinstance(value, LineDict) or name in _MAPPING_CONFIGS):
+            new = "+" + name.lstrip("+")
+            result[new] = value
+        elif isinstance(value, LineDict):
+            new = name
+            result[new] = _converted(value, None)
+        else:
+            continue  # a scalar that is neither a config nor a folder: another package's setting
+        result.key_lines[new] = node.line_of(key)
+    return result
+
+
+def load_profile(root: Path, profile: str, profiles_dir: Path | str | None) -> tuple[dict[str, Target], str, dict[str, Problem]]:
+    """The targets of ``profile`` in the first ``profiles.yml`` of: ``--profiles-dir``,
+    ``$DBT_PROFILES_DIR``, the project folder, ``~/.dbt``."""
+    folders = [Path(p) for p in (profiles_dir, os.environ.get("DBT_PROFILES_DIR")) if p] + [root, Path.home() / ".dbt"]
+    path = next((folder / PROFILES_FILE for folder in folders if (folder / PROFILES_FILE).is_file()), None)
+    if path is None:
+        raise ProjectError(Problem(f"no profiles.yml for profile '{profile}' (looked in {', '.join(str(f) for f in folders)})",
+                                   DBT_PROJECT_FILE, 1, code="no-profile",
+                                   hint="add profiles.yml beside dbt_project.yml, or pass --profiles-dir"))
+    display = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+    data = _render_values(load_yaml(path, display), display, 1)
+    entry = data.get(profile) if isinstance(data, LineDict) else None
+    outputs = entry.get("outputs") if isinstance(entry, LineDict) else None
+    if not isinstance(outputs, LineDict) or not outputs:
+        raise ProjectError(Problem(f"profiles.yml has no profile '{profile}' with outputs", display,
+                                   getattr(entry, "line", 1) or 1, code="no-profile",
+                                   hint=f"add '{profile}: {{target: dev, outputs: {{dev: {{type: spark, method: session, "
+                                        "schema: ...}}}}}}'"))
+    targets, unusable = {}, {}
+    for name, output in outputs.items():
+        target, problem = _target(root, str(name), output, display, outputs.line_of(name))
+        if problem is not None:
+            unusable[str(name)] = problem
+        else:
+            targets[str(name)] = target
+    return targets, str(entry.get("target") or next(iter(outputs))), unusable
+
+
+def _target(root: Path, name: str, output: Any, display: str, line: int) -> tuple[Target | None, Problem | None]:
+    if not isinstance(output, LineDict):
+        return None, Problem(f"profile output '{name}' must be a mapping", display, line, code="bad-value")
+    kind, method = output.get("type"), output.get("method")
+    if kind != "spark" or method != "session":
+        what = f"type '{kind}'" if kind != "spark" else f"method '{method}'"
+        return None, Problem(f"target '{name}': {what} is not supported: mvflow runs Spark itself", display, line,
+                             code="dbt-unsupported", hint="use 'type: spark' with 'method: session' (a local Spark target)")
+    local = root / ".mvflow" / name
+    conf = {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (output.get("server_side_parameters") or {}).items()}
+    spark = SparkSettings(app_name=f"mvflow-{name}", warehouse_dir=local / "warehouse", metastore_dir=local / "metastore",
+                          database=str(output.get("schema") or "default"), conf={**DEFAULT_SPARK_CONF, **conf})
+    return Target(name, spark, StateSettings(path=local / "state.sqlite")), None
