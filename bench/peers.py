@@ -13,7 +13,7 @@ from pathlib import Path
 
 WORK = Path(__file__).resolve().parent / ".work"
 DBT_VENV = WORK / "dbt-venv"
-DBT_REQUIREMENTS = ("dbt-core~=1.11.0", "dbt-spark[session]==1.11.0", "pyspark==4.3.0")
+DBT_REQUIREMENTS = ("dbt-core~=1.11.0", "dbt-spark[session]==1.11.0", "pyspark==4.2.0")  # mvflow's Spark: Delta's jars load on it
 
 
 def dbt_executable(echo=print) -> Path:
