@@ -197,3 +197,121 @@ def test_site_data_on_a_generated_project(tmp_path):
     assert len(data["models"]) == 60 and len(data["nodes"]) == 68
     rows = {(n["layer"], n["row"]) for n in data["nodes"].values()}
     assert len(rows) == 68  # no two nodes on the same spot
+
+
+SEED = "id,name\n" + "".join(f"{i},name {i}\n" for i in range(1, 25))  # 25 lines: more than a seed page shows
+ORDERS = """\
+{{ config(materialized='table') }}
+{# one row per order #}
+select o.id as order_id, c.id as customer_id from {{ ref('customers') }} c
+join (select 1 as id, 1 as customer) o on o.customer = c.id
+"""
+TESTED = {
+    "seeds/customers.csv": SEED,
+    "models/orders.sql": ORDERS,
+    "models/orders.md": "{% docs orders %}\nOne row per order.\n\nPlaced or shipped.\n{% enddocs %}\n",
+    "models/schema.yml": """
+        models:
+          - name: orders
+            description: "{{ doc('orders') }}"
+            columns:
+              - name: order_id
+                tests: [unique, {not_null: {config: {severity: warn}}}]
+              - name: customer_id
+                tests:
+                  - relationships: {to: ref('customers'), field: id}
+        seeds:
+          - name: customers
+            columns:
+              - name: id
+                tests: [unique]
+    """,
+    "tests/no_big_orders.sql": "SELECT * FROM {{ ref('orders') }} WHERE order_id > 100",
+}
+RESULTS = {"results": [
+    {"name": "customers", "kind": "seed", "status": "success", "seconds": 0.5, "rows": None, "message": "",
+     "started_at": "2024-05-01T12:00:00+00:00", "strategy": None, "estimates": None, "failures": None},
+    {"name": "unique_orders_order_id", "kind": "test", "status": "pass", "seconds": 0.2, "rows": None, "message": "",
+     "started_at": "2024-05-01T12:00:02+00:00", "strategy": None, "estimates": None, "failures": 0},
+    {"name": "not_null_orders_order_id", "kind": "test", "status": "warn", "seconds": 0.2, "rows": None,
+     "message": "Got 3 results, configured to warn if != 0", "started_at": "2024-05-01T12:00:03+00:00",
+     "strategy": None, "estimates": None, "failures": 3},
+    {"name": "relationships_orders_customer_id__id__ref_customers_", "kind": "test", "status": "fail", "seconds": 0.3,
+     "rows": None, "message": "Got 2 results, configured to fail if != 0", "started_at": "2024-05-01T12:00:04+00:00",
+     "strategy": None, "estimates": None, "failures": 2},
+    {"name": "on-run-end", "kind": "hook", "status": "success", "seconds": 0.0, "rows": None, "message": "",
+     "started_at": "", "strategy": None, "estimates": None, "failures": None},
+], "counts": {"success": 2, "pass": 1, "warn": 1, "fail": 1}}
+
+
+def test_tests_seeds_and_jinja_source_on_the_model_pages(make_project):
+    root = make_project(TESTED)
+    manifest = compile_project(load_project(root))
+    write_artifacts(manifest)
+    without = _data({p.name: p.read_bytes() for p in generate_docs(manifest).parent.iterdir()})
+    (root / "target" / "run_results.json").write_text(json.dumps(RESULTS))
+    files = {p.name: p.read_bytes() for p in generate_docs(manifest).parent.iterdir()}
+    data = _data(files)
+
+    # Each model's tests, a singular test on what it reads, with the last result of run_results.json.
+    orders = data["models"]["orders"]
+    assert orders["tests"] == ["no_big_orders", "not_null_orders_order_id",
+                               "relationships_orders_customer_id__id__ref_customers_", "unique_orders_order_id"]
+    warned = data["tests"]["not_null_orders_order_id"]
+    assert (warned["test_type"], warned["column"], warned["config"]["severity"], warned["on"]) == (
+        "not_null", "order_id", "warn", ["model.orders"])
+    assert warned["result"] == {"kind": "test", "status": "warn", "failures": 3, "seconds": 0.2, "rows": None,
+                                "message": "Got 3 results, configured to warn if != 0", "started_at": "2024-05-01T12:00:03+00:00"}
+    assert data["tests"]["relationships_orders_customer_id__id__ref_customers_"]["result"]["status"] == "fail"
+    assert "order_id IS NULL" in warned["compiled_sql"] and warned["compiled_path"] == "compiled/tests/not_null_orders_order_id.sql"
+    assert [f["path"] for f in warned["run_files"]] == ["run/tests/not_null_orders_order_id.sql"]
+    singular = data["tests"]["no_big_orders"]
+    assert singular["result"] is None and singular["on"] == ["model.orders"]  # not in the last run
+    assert singular["raw_sql"] == "SELECT * FROM {{ ref('orders') }} WHERE order_id > 100"
+    assert "{{" not in singular["compiled_sql"]
+    assert data["results"] == {"available": True, "started_at": "2024-05-01T12:00:00+00:00"}
+    assert "on-run-end" not in data["tests"] and orders["result"] is None
+    assert without["results"] == {"available": False} and without["tests"]["not_null_orders_order_id"]["result"] is None
+
+    # A seed: a seed node, its CSV's first lines and rows instead of a Jinja source, its own tests and last load.
+    customers = data["models"]["customers"]
+    assert data["nodes"]["model.customers"]["kind"] == "seed" and customers["kind"]["name"] == "seed"
+    assert customers["seed"]["lines"] == SEED.splitlines()[:20] and customers["seed"]["line_count"] == 25
+    assert customers["seed"]["header"] == ["id", "name"] and customers["seed"]["rows"][0] == ["1", "name 1"]
+    assert len(customers["seed"]["rows"]) == 19 and customers["seed"]["row_count"] == 24
+    assert customers["raw_sql"] is None and customers["lineage"]["unknown"] == {}
+    assert customers["tests"] == ["unique_customers_id"] and customers["result"]["status"] == "success"
+    assert ["model.customers", "model.orders"] in data["edges"]
+
+    # The Jinja source as written beside the compiled SQL; a docs block's description keeps its lines.
+    assert orders["raw_sql"] == ORDERS and orders["seed"] is None
+    assert "{{" not in orders["compiled_sql"] and "default.customers" in orders["compiled_sql"]
+    assert orders["description"] == "One row per order.\n\nPlaced or shipped."
+    assert "white-space: pre-wrap" in files["style.css"].decode().split(".description {")[1].split("}")[0]
+
+    # Still deterministic, and an unreadable run_results.json is no result at all.
+    assert {p.name: p.read_bytes() for p in generate_docs(manifest).parent.iterdir()} == files
+    (root / "target" / "run_results.json").write_text("{not json")
+    assert _data({p.name: p.read_bytes() for p in generate_docs(manifest).parent.iterdir()}) == without
+
+
+def test_tests_on_sources_and_singular_tests_are_listed_where_they_belong():
+    manifest = {
+        "sources": {"raw.orders": {"id": "raw.orders", "database": "raw", "columns": [{"name": "id"}]}},
+        "models": {"m": {"name": "m", "path": "models/m.sql", "kind": {"name": "view"}, "lineage": None,
+                         "depends_on": {"models": [], "sources": ["raw.orders"]}}},
+        "tests": {
+            "source_unique_orders_id": {"name": "source_unique_orders_id", "test_type": "unique", "attached_to": "raw.orders",
+                                        "column": "id", "depends_on": {"models": [], "sources": ["raw.orders"]}},
+            "both": {"name": "both", "test_type": "singular", "attached_to": None,
+                     "depends_on": {"models": ["m"], "sources": ["raw.orders"]}},
+        },
+    }
+    results = {"results": [{"name": "source_unique_orders_id", "kind": "test", "status": "error", "failures": None,
+                            "message": "boom", "started_at": "2024-05-01T12:00:00+00:00", "seconds": 1.0}]}
+    data = site_data(manifest, raw_sql={"m": "select 1", "both": "select {{ 1 }}"}, results=results)
+    assert data["sources"]["raw.orders"]["tests"] == ["both", "source_unique_orders_id"]
+    assert data["models"]["m"]["tests"] == ["both"] and data["models"]["m"]["raw_sql"] == "select 1"
+    assert data["tests"]["both"]["on"] == ["model.m", "source.raw.orders"]
+    assert data["tests"]["source_unique_orders_id"]["result"]["status"] == "error"
+    assert data["tests"]["both"]["raw_sql"] == "select {{ 1 }}"

@@ -2,8 +2,8 @@
 
 ``site.py`` turns the compile artifacts into the site's files (pure), ``layout.py`` places the
 DAG for the overview graph, ``serve.py`` serves the directory on localhost. This module does
-the reading and writing: ``target/manifest.json``, the run scripts under ``target/run/``, and
-the state store of the target, read-only, when its file exists.
+the reading and writing: ``target/manifest.json``, the run scripts under ``target/run/``, the
+last ``target/run_results.json`` and the state store of the target, read-only, when they exist.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from .site import site_data, site_files
 if TYPE_CHECKING:
     from compiler.compile import Manifest
 
-__all__ = ["generate_docs", "read_state", "serve_docs", "site_data", "site_files"]
+__all__ = ["generate_docs", "read_results", "read_state", "serve_docs", "site_data", "site_files"]
 
 STEPS_SHOWN = 10
 
@@ -37,15 +37,26 @@ def generate_docs(manifest: Manifest, now: datetime | None = None) -> Path:
     if not path.exists():
         raise RunError(Problem(f"{path} is missing", hint="run `mvflow compile` first (`docs generate` does)", code="no-manifest"))
     data = json.loads(path.read_text(encoding="utf-8"))
-    runs = {name: _run_files(target, entry) for name, entry in data.get("models", {}).items()}
+    nodes = {**data.get("models", {}), **data.get("tests", {})}  # compile refuses a test named like a model
+    runs = {name: _run_files(target, entry) for name, entry in nodes.items()}
+    raw = {name: node.raw_sql for name, node in {**manifest.models, **manifest.tests}.items() if name in nodes}
     state = read_state(manifest.project.target(manifest.target).state, list(data.get("models", {})),
                        now or datetime.now(timezone.utc))
     if state and Path(state["path"]).is_relative_to(manifest.project.root):
         state["path"] = Path(state["path"]).relative_to(manifest.project.root).as_posix()
     out = target / "docs"
-    for name, text in site_files(site_data(data, runs, state)).items():
+    for name, text in site_files(site_data(data, runs, state, raw, read_results(target / "run_results.json"))).items():
         _write(out / name, text)
     return out / "index.html"
+
+
+def read_results(path: Path) -> dict[str, Any] | None:
+    """``run_results.json`` of the last ``mvflow run``/``test``/``build``, or None (none yet, or unreadable)."""
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return results if isinstance(results, dict) else None
 
 
 def _run_files(target: Path, entry: dict[str, Any]) -> list[dict[str, str]]:

@@ -3,15 +3,19 @@
  * Every piece of user text (names, descriptions, SQL) reaches the page through
  * textContent / createTextNode / setAttribute only; innerHTML is never used.
  * Routes: #/ (graph), #/graph/<node>, #/model/<name>, #/source/<id>,
- *         #/column/<node>/<column>, #/state.
+ *         #/column/<node>/<column>, #/test/<name>, #/tests, #/state.
  */
 (function () {
   "use strict";
 
   var D = window.MVFLOW_DOCS;
+  D.tests = D.tests || {};
+  D.results = D.results || { available: false };
   var SVGNS = "http://www.w3.org/2000/svg";
-  var KIND_ORDER = ["source", "view", "table", "mv", "fact"];
-  var KIND_LABEL = { source: "source", view: "view", table: "table", mv: "materialized view", fact: "fact" };
+  var KIND_ORDER = ["source", "seed", "ephemeral", "view", "table", "incremental", "mv", "fact"];
+  var KIND_LABEL = { source: "source", seed: "seed", ephemeral: "ephemeral", view: "view", table: "table",
+                     incremental: "incremental", mv: "materialized view", fact: "fact" };
+  var STATUS_RANK = { error: 4, fail: 3, warn: 2, skipped: 1, pass: 0 };
   var TRANSFORM_TIP = {
     copy: "copied as is",
     expression: "computed from it",
@@ -229,8 +233,21 @@
    "array map struct long short byte real timestamp_ntz").split(" ").forEach(function (k) { TYPES[k] = true; });
   var TOKEN = /(--[^\n]*|\/\*[\s\S]*?(?:\*\/|$))|('(?:[^'\\]|\\.|'')*'?|"(?:[^"\\]|\\.)*"?)|(`[^`]*`?)|(\b\d+(?:\.\d+)?(?:[eE][+-]?\d+)?[LlDd]?\b)|(:[A-Za-z_][A-Za-z0-9_]*)|([A-Za-z_][A-Za-z0-9_]*)(?=(\s*\()?)|(\s+)|([\s\S])/g;
 
-  function highlight(sql) {
+  var JINJA = /(\{\{[\s\S]*?(?:\}\}|$)|\{%[\s\S]*?(?:%\}|$)|\{#[\s\S]*?(?:#\}|$))/;
+
+  /* lang: "sql" (default), "jinja" (SQL with Jinja tags marked) or "text" (as is). */
+  function highlight(text, lang) {
+    if (lang === "text") return h("code", null, text);
+    if (lang !== "jinja") return highlightSql(h("code"), text);
     var code = h("code");
+    text.split(JINJA).forEach(function (part, i) {
+      if (i % 2) code.appendChild(h("span", { className: "j" }, part));
+      else if (part) highlightSql(code, part);
+    });
+    return code;
+  }
+
+  function highlightSql(code, sql) {
     var match;
     TOKEN.lastIndex = 0;
     while ((match = TOKEN.exec(sql)) !== null) {
@@ -251,7 +268,7 @@
     return code;
   }
 
-  function sqlBlock(title, sql, path, open) {
+  function sqlBlock(title, sql, path, open, lang) {
     var text = String(sql).replace(/\s+$/, "") + "\n";
     var lines = text.split("\n").length - 1;
     var numbers = [];
@@ -267,7 +284,7 @@
         path ? h("span", { className: "sql-path" }, path) : null, copy),
       h("div", { className: "sql-body" },
         h("pre", { className: "gutter", "aria-hidden": "true" }, numbers.join("\n")),
-        h("pre", { className: "sql" }, highlight(text))));
+        h("pre", { className: "sql" }, highlight(text, lang))));
   }
 
   /* Derived statements another stage of mvflow may record (``derived`` in the manifest):
@@ -344,11 +361,14 @@
     });
     Object.keys(D.nodes).forEach(function (id) {
       var n = D.nodes[id], p = pos[id];
+      var owner = n.type === "source" ? D.sources[n.name] : D.models[n.name];
+      var worst = worstStatus((owner && owner.tests) || []);
       var group = s("g", { className: "node kind-" + n.kind, transform: "translate(" + p.x + "," + p.y + ")", "data-id": id, tabindex: "0" },
-        s("title", null, n.name + " (" + (KIND_LABEL[n.kind] || n.kind) + ")"),
+        s("title", null, n.name + " (" + (KIND_LABEL[n.kind] || n.kind) + ")" + (worst ? " — tests: " + worst : "")),
         s("rect", { width: NODE_W, height: NODE_H, rx: 7 }),
         s("rect", { className: "stripe", width: 6, height: NODE_H, rx: 3 }),
-        s("text", { x: 16, y: NODE_H / 2 + 4.5 }, truncate(n.name, 25)));
+        s("text", { x: 16, y: NODE_H / 2 + 4.5 }, truncate(n.name, worst ? 22 : 25)),
+        worst ? s("circle", { className: "test-dot s-" + worst, cx: NODE_W - 12, cy: NODE_H / 2, r: 4.5 }) : null);
       group.addEventListener("mouseenter", function () { hover(id, true); });
       group.addEventListener("mouseleave", function () { hover(id, false); if (focus) hover(focus, true); });
       group.addEventListener("keydown", function (event) { if (event.key === "Enter") location.hash = nodeHref(id) || "#/"; });
@@ -475,12 +495,15 @@
   }
 
   function overviewPage(focus) {
-    var models = Object.keys(D.models).length, sources = Object.keys(D.sources).length;
+    var seeds = Object.keys(D.models).filter(function (m) { return D.models[m].kind.name === "seed"; }).length;
+    var models = Object.keys(D.models).length - seeds, sources = Object.keys(D.sources).length, tests = Object.keys(D.tests).length;
+    var plural = function (n, word) { return n + " " + word + (n === 1 ? "" : "s"); };
     var head = h("div", { className: "overview-head" },
       h("div", null,
         h("h1", null, (D.project.name || "project") + (D.project.version ? " " : ""),
           D.project.version ? h("span", { className: "version" }, "v" + D.project.version) : null),
-        h("p", { className: "muted" }, models + " models · " + sources + " sources · target " + show(D.target) +
+        h("p", { className: "muted" }, plural(models, "model") + " · " + (seeds ? plural(seeds, "seed") + " · " : "") +
+          plural(sources, "source") + " · " + (tests ? plural(tests, "data test") + " · " : "") + "target " + show(D.target) +
           " · scroll to zoom, drag to pan, click a node to open it")),
       D.warnings.length ? h("details", { className: "warnings" }, h("summary", null, D.warnings.length + " compile warnings"),
         h("ul", null, D.warnings.map(function (w) { return h("li", null, w); }))) : null);
@@ -497,9 +520,11 @@
       .concat(m.depends_on.models.map(function (x) { return nodeLink("model." + x); }));
     var children = D.edges.filter(function (e) { return e[0] === node; }).map(function (e) { return nodeLink(e[1]); });
 
+    var seed = m.kind.name === "seed";
+
     var page = h("div", { className: "page" },
       h("div", { className: "page-head" },
-        h("div", { className: "crumbs" }, "models", _folderCrumb(D.nodes[node].folder)),
+        h("div", { className: "crumbs" }, seed ? "seeds" : "models", _folderCrumb(D.nodes[node].folder)),
         h("h1", null, name, " ", kindBadge(m.kind.name)),
         h("div", { className: "meta" },
           h("code", null, m.relation), h("span", null, m.path),
@@ -511,13 +536,16 @@
         ["Relation", h("code", null, m.relation)],
         ["Reads", chips(parents)],
         ["Read by", chips(children)],
+        m.result ? ["Last run", resultView(m.result)] : null,
         m.undeclared_tables.length ? ["Undeclared tables", h("span", { className: "warn" }, m.undeclared_tables.join(", "))] : null,
       ])),
       section("Columns", columnsTable(node, m, lin)),
-      section("Inputs used", usesTable(m, lin), h("span", { className: "hint" },
+      section("Tests", testList(m.tests || []), testsHint(m.tests || [])),
+      seed ? section("Seed file", seedView(m)) : section("Inputs used", usesTable(m, lin), h("span", { className: "hint" },
         " every input column the query reads (select, join, where, group by) — changes to other columns cannot change this model")),
       section("SQL", h("div", null,
         sqlBlock("compiled SQL", m.compiled_sql, m.compiled_path, true),
+        m.raw_sql ? sqlBlock("source (Jinja)", m.raw_sql, m.path, false, "jinja") : null,
         (m.run_files || []).map(function (f) { return sqlBlock(f.title, f.sql, f.path, false); }),
         m.derived ? derivedBlocks(m.derived, "derived", []) : null,
         !m.run_path && !(m.run_files || []).length && !m.derived
@@ -525,6 +553,20 @@
       section("State", stateView(m)),
       section("Config", configTable(m.config)));
     return page;
+  }
+
+  /* A seed: its first rows as a table, and its first lines as written. */
+  function seedView(m) {
+    var seed = m.seed || { lines: [], line_count: 0, header: [], rows: [], row_count: 0 };
+    var shown = seed.rows.length < seed.row_count ? "first " + seed.rows.length + " of " + seed.row_count + " rows"
+      : seed.row_count + (seed.row_count === 1 ? " row" : " rows");
+    var lines = seed.lines.length < seed.line_count ? "first " + seed.lines.length + " of " + seed.line_count + " lines" : "CSV";
+    return h("div", null,
+      h("p", { className: "muted" }, "Loaded by ", h("code", null, "mvflow seed"), " from ", h("code", null, m.path), ": " + shown + "."),
+      seed.header.length ? table(seed.header, seed.rows.map(function (row) {
+        return h("tr", null, seed.header.map(function (_, i) { return h("td", null, row[i] === undefined ? "" : row[i]); }));
+      }), "seed-rows") : h("p", { className: "muted" }, "The file is empty."),
+      sqlBlock(lines, seed.lines.join("\n"), m.path, true, "text"));
   }
 
   function _folderCrumb(folder) {
@@ -634,6 +676,7 @@
     changes: "a separate change feed holds the keys of changed rows",
     cdf: "the Delta table's own Change Data Feed, read between the table versions each batch saw",
     dictionary: "a small table, diffed against the previous snapshot (parquet) or, by time travel, the version the last batch saw (Delta)",
+    none: "a plain table (a dbt source): read in full, its changes are not tracked",
   };
 
   function sourcePage(id) {
@@ -659,7 +702,7 @@
           src.tags.length ? chips(src.tags.map(function (t) { return h("span", { className: "tag" }, t); })) : null)),
       description(src.description),
       section("Changes", facts([
-        ["Primary key", h("code", null, src.primary_key.join(", "))],
+        ["Primary key", src.primary_key.length ? h("code", null, src.primary_key.join(", ")) : h("span", { className: "muted" }, "—")],
         ["Change mode", h("span", null, h("strong", null, src.change_mode), " — " + MODES[src.change_mode])],
         src.position.length ? ["Position", h("code", null, src.position.join(", "))] : null,
         src.changes ? ["Change feed", h("span", null, h("code", null, src.changes.table), " by ", h("code", null, src.changes.position.join(", ")))] : null,
@@ -669,7 +712,8 @@
         ["Read by", chips(src.models.map(function (m) { return nodeLink("model." + m); }))],
       ])),
       section("Columns", rows.length ? table(["Column", "Type", "Description", "Used by"], rows, "columns")
-        : h("p", { className: "unknown" }, "No columns declared: lineage through this table is unknown.")));
+        : h("p", { className: "unknown" }, "No columns declared: lineage through this table is unknown.")),
+      section("Tests", testList(src.tests || []), testsHint(src.tests || [])));
   }
 
   function columnPage(node, column) {
@@ -704,6 +748,145 @@
       h("a", { href: "#/" }, "Back to the graph"));
   }
 
+  /* ---------------------------------------------------------------- data tests and last results */
+
+  /* run_results.json's times are ISO with an offset; shown as `mvflow status` shows times. */
+  function when(iso) {
+    if (!iso) return "—";
+    var text = String(iso).replace("T", " ");
+    return /\+00:00$|Z$/.test(text) ? text.replace(/(\+00:00|Z)$/, "") + " UTC" : text;
+  }
+
+  function statusPill(status) {
+    if (!status) return h("span", { className: "run-status s-none", title: "not in the last run_results.json" }, "not run");
+    return h("span", { className: "run-status s-" + status }, status);
+  }
+
+  function failuresText(result) {
+    if (!result || result.failures === null || result.failures === undefined) return "";
+    return result.failures + (result.failures === 1 ? " failing row" : " failing rows");
+  }
+
+  /* A model's last result (success / error / skipped) or a test's (pass / warn / fail / error / skipped). */
+  function resultView(result) {
+    return h("span", { className: "result" }, statusPill(result.status),
+      failuresText(result) ? " " + failuresText(result) : null,
+      result.seconds !== undefined && result.seconds !== null ? h("span", { className: "muted" }, " · " + humanSeconds(result.seconds)) : null,
+      result.started_at ? h("span", { className: "muted" }, " · " + when(result.started_at)) : null,
+      result.message ? h("div", { className: "result-message" }, result.message) : null);
+  }
+
+  function worstStatus(names) {
+    var worst = null;
+    names.forEach(function (name) {
+      var status = (D.tests[name] && D.tests[name].result || {}).status;
+      if (status in STATUS_RANK && (worst === null || STATUS_RANK[status] > STATUS_RANK[worst])) worst = status;
+    });
+    return worst;
+  }
+
+  function testsHint(names) {
+    if (!names.length) return null;
+    var counts = {};
+    names.forEach(function (name) {
+      var status = (D.tests[name].result || {}).status || "not run";
+      counts[status] = (counts[status] || 0) + 1;
+    });
+    var order = function (k) { return k in STATUS_RANK ? -STATUS_RANK[k] : 1; };
+    return h("span", { className: "hint" }, " " + sorted(Object.keys(counts), order).map(function (k) { return counts[k] + " " + k; }).join(" · ") +
+      (D.results.available ? " — last results from run_results.json" : " — no run_results.json yet: run `mvflow test`"));
+  }
+
+  /* A model's or source's tests: one line each, opening on the test's details and compiled SQL. */
+  function testList(names) {
+    if (!names.length) return h("p", { className: "muted" }, "No data tests.");
+    return h("div", { className: "test-list" },
+      h("div", { className: "test-row test-head", "aria-hidden": "true" },
+        ["Test", "Type", "Column", "Severity", "Last result", "Ran"].map(function (x) { return h("span", null, x); })),
+      names.map(function (name) { return testItem(D.tests[name]); }));
+  }
+
+  function testItem(t) {
+    var result = t.result || {};
+    return h("details", { className: "test", "data-test": t.name },
+      h("summary", { className: "test-row" },
+        h("span", { className: "test-name", title: t.name }, t.name),
+        h("span", null, h("code", null, t.test_type)),
+        h("span", null, t.column ? h("code", null, t.column) : h("span", { className: "muted" }, "—")),
+        h("span", { className: "severity sev-" + t.config.severity }, t.config.severity),
+        h("span", null, statusPill(result.status), failuresText(result) ? h("span", { className: "failures" }, " " + failuresText(result)) : null),
+        h("span", { className: "muted" }, when(result.started_at))),
+      h("div", { className: "test-body" },
+        result.message ? h("p", { className: "result-message" }, result.message) : null,
+        testFacts(t, false),
+        sqlBlock("compiled SQL", t.compiled_sql, t.compiled_path, true),
+        h("a", { href: href("test", t.name) }, "open the test's page")));
+  }
+
+  function testFacts(t, full) {
+    var c = t.config;
+    var kwargs = Object.keys(t.kwargs || {}).sort();
+    return facts([
+      full ? ["Type", h("code", null, t.test_type)] : null,
+      full ? ["Tests", chips(t.on.map(function (n) { return nodeLink(n); }))] : null,
+      full && t.column ? ["Column", h("code", null, t.column)] : null,
+      kwargs.length ? ["Arguments", h("span", null, kwargs.map(function (k) { return k + " = " + show(t.kwargs[k]); }).join(" · "))] : null,
+      ["Severity", h("span", null, h("strong", null, c.severity), c.severity === "error"
+        ? " — fails when " + c.fail_calc + " " + c.error_if + ", warns when " + c.fail_calc + " " + c.warn_if
+        : " — warns when " + c.fail_calc + " " + c.warn_if)],
+      c.where ? ["Where", h("code", null, c.where)] : null,
+      c.limit !== null && c.limit !== undefined ? ["Limit", show(c.limit)] : null,
+      c.store_failures ? ["Failing rows kept in", h("code", null, (c.schema + "." + (c.alias || t.name)).toLowerCase())] : null,
+      c.tags && c.tags.length ? ["Tags", chips(c.tags.map(function (x) { return h("span", { className: "tag" }, x); }))] : null,
+      ["Declared in", h("span", null, t.path + ":" + t.line)],
+    ]);
+  }
+
+  function testPage(name) {
+    var t = D.tests[name];
+    if (!t) return notFound("test " + name);
+    return h("div", { className: "page" },
+      h("div", { className: "page-head" },
+        h("div", { className: "crumbs" }, h("a", { href: href("tests") }, "tests")),
+        h("h1", null, name, " ", h("span", { className: "badge kind-test" }, "test")),
+        h("div", { className: "meta" }, h("span", null, t.path + ":" + t.line), chips(t.on.map(function (n) { return nodeLink(n); })))),
+      section("Last result", t.result ? resultView(t.result)
+        : h("p", { className: "muted" }, D.results.available ? "Not in the last run_results.json." : "No run_results.json yet: run `mvflow test`.")),
+      section("Test", testFacts(t, true)),
+      section("SQL", h("div", null,
+        sqlBlock("compiled SQL", t.compiled_sql, t.compiled_path, true),
+        t.raw_sql ? sqlBlock("source (Jinja)", t.raw_sql, t.path, false, "jinja") : null,
+        (t.run_files || []).map(function (f) { return sqlBlock(f.title, f.sql, f.path, false); }))),
+      section("Config", configTable(t.config)));
+  }
+
+  function testsPage() {
+    var names = Object.keys(D.tests).sort(function (a, b) {
+      var x = STATUS_RANK[(D.tests[a].result || {}).status], y = STATUS_RANK[(D.tests[b].result || {}).status];
+      x = x === undefined ? -1 : x;
+      y = y === undefined ? -1 : y;
+      return x !== y ? y - x : a < b ? -1 : a > b ? 1 : 0;
+    });
+    var rows = names.map(function (name) {
+      var t = D.tests[name], result = t.result || {};
+      return h("tr", null,
+        h("td", null, statusPill(result.status), result.failures ? h("span", { className: "failures", title: failuresText(result) }, " " + result.failures) : null),
+        h("td", null, h("a", { href: href("test", name) }, name)),
+        h("td", null, chips(t.on.map(function (n) { return nodeLink(n); }))),
+        h("td", null, h("code", null, t.test_type)),
+        h("td", null, t.column ? h("code", null, t.column) : ""),
+        h("td", null, h("span", { className: "severity sev-" + t.config.severity }, t.config.severity)),
+        h("td", { className: "muted" }, when(result.started_at)));
+    });
+    return h("div", { className: "page" },
+      h("div", { className: "page-head" }, h("h1", null, "Data tests"),
+        h("div", { className: "meta" }, D.results.available
+          ? "Last results from run_results.json" + (D.results.started_at ? " (run started " + when(D.results.started_at) + ")" : "")
+          : "No run_results.json yet: `mvflow test` or `mvflow build` writes it.")),
+      section("Tests", rows.length ? table(["Result", "Test", "On", "Type", "Column", "Severity", "Ran"], rows, "tests")
+        : h("p", { className: "muted" }, "No data tests in this project."), testsHint(names)));
+  }
+
   /* ---------------------------------------------------------------- sidebar */
 
   function sidebar() {
@@ -717,9 +900,9 @@
         return h("details", { className: "folder", open: true }, h("summary", null, db),
           byDb[db].map(function (id) { return treeLink("source." + id, D.sources[id].name); }));
       }));
-    var root = { folders: {}, models: [] };
+    var root = { folders: {}, models: [] }, seeds = { folders: {}, models: [] };
     Object.keys(D.models).sort().forEach(function (name) {
-      var where = root;
+      var where = D.models[name].kind.name === "seed" ? seeds : root;
       (D.nodes["model." + name].folder || "").split("/").filter(Boolean).forEach(function (part) {
         where = where.folders[part] = where.folders[part] || { folders: {}, models: [] };
       });
@@ -730,9 +913,15 @@
         return h("details", { className: "folder", open: true }, h("summary", null, part), folder(tree.folders[part]));
       }), tree.models.map(function (name) { return treeLink("model." + name, name); })];
     }
+    var count = function (tree) {
+      return Object.keys(tree.folders).reduce(function (n, part) { return n + count(tree.folders[part]); }, tree.models.length);
+    };
+    var seedGroup = count(seeds) ? h("details", { className: "group", open: true },
+      h("summary", null, "Seeds", h("span", { className: "count" }, count(seeds))), folder(seeds)) : null;
     var modelGroup = h("details", { className: "group", open: true },
-      h("summary", null, "Models", h("span", { className: "count" }, Object.keys(D.models).length)), folder(root));
+      h("summary", null, "Models", h("span", { className: "count" }, count(root))), folder(root));
     nav.appendChild(sourceGroup);
+    if (seedGroup) nav.appendChild(seedGroup);
     nav.appendChild(modelGroup);
   }
 
@@ -762,13 +951,19 @@
     INDEX = [];
     Object.keys(D.models).sort().forEach(function (name) {
       var m = D.models[name];
-      INDEX.push({ type: "model", kind: m.kind.name, label: name, sub: KIND_LABEL[m.kind.name] + " · " + m.path,
+      INDEX.push({ type: m.kind.name === "seed" ? "seed" : "model", kind: m.kind.name, label: name, sub: (KIND_LABEL[m.kind.name] || m.kind.name) + " · " + m.path,
                    target: href("model", name), hay: (name + " " + m.description + " " + m.tags.join(" ")).toLowerCase(), name: name });
       modelColumns(m).forEach(function (c) {
         var doc = (m.columns.filter(function (x) { return x.name === c; })[0] || {}).description || "";
         INDEX.push({ type: "column", kind: m.kind.name, label: name + "." + c, sub: "column of " + name,
                      target: href("column", "model." + name, c), hay: (name + "." + c + " " + doc).toLowerCase(), name: c });
       });
+    });
+    Object.keys(D.tests).sort().forEach(function (name) {
+      var t = D.tests[name];
+      var on = t.on.map(nodeName).join(", ");
+      INDEX.push({ type: "test", kind: "test", label: name, sub: "test · " + t.test_type + (on ? " on " + on : ""),
+                   target: href("test", name), hay: (name + " " + t.test_type + " " + on + " " + (t.column || "")).toLowerCase(), name: name });
     });
     Object.keys(D.sources).sort().forEach(function (id) {
       var src = D.sources[id];
@@ -786,7 +981,7 @@
     var words = query.toLowerCase().split(/\s+/).filter(Boolean);
     if (!words.length) return [];
     var q = words.join(" ");
-    var TYPE_RANK = { model: 0, source: 1, column: 2 };
+    var TYPE_RANK = { model: 0, seed: 0, source: 1, column: 2, test: 3 };
     var hits = searchIndex().filter(function (item) {
       return words.every(function (w) { return item.hay.indexOf(w) >= 0; });
     }).map(function (item) {
@@ -858,6 +1053,8 @@
     else if (parts[0] === "model") { page = modelPage(parts[1]); active = "model." + parts[1]; }
     else if (parts[0] === "source") { page = sourcePage(parts[1]); active = "source." + parts[1]; }
     else if (parts[0] === "column") { page = columnPage(parts[1], parts.slice(2).join("/")); active = parts[1]; }
+    else if (parts[0] === "test") { page = testPage(parts[1]); active = D.tests[parts[1]] ? D.tests[parts[1]].on[0] : null; }
+    else if (parts[0] === "tests") page = testsPage();
     else if (parts[0] === "state") page = statePage();
     else page = notFound("page " + parts.join("/"));
     document.body.classList.toggle("graph-mode", !parts[0] || parts[0] === "graph");
