@@ -209,6 +209,85 @@ def _run(manifest, selected, settings, store, threads, full_refresh, max_steps, 
 
 
 @cli.command()
+@click.option("--select", "-s", "name", default=None, help="The model whose SELECT to run.")
+@click.option("--inline", default=None, help="A query instead, with {{ ref('model') }} / {{ source('a', 'b') }}.")
+@click.option("--limit", default=5, show_default=True, type=click.IntRange(1), help="Rows to show.")
+@_target
+@click.pass_obj
+def show(obj: _Context, name, inline, limit, target) -> None:
+    """Print the first rows of a model's SELECT (or of --inline SQL) without writing anything."""
+    from .errors import CompileError, Problem
+    from .lock import target_lock
+    from .show import inline_query, limited, model_query, table_text
+    from .spark import spark_session
+    from .state import open_state_store
+
+    if (name is None) == (inline is None):
+        raise CompileError(Problem("give either --select MODEL or --inline SQL", code="bad-selection",
+                                   hint="mvflow show --select orders --limit 10"))
+    manifest = obj.manifest(target)
+    sql = model_query(manifest, name) if name is not None else inline_query(manifest, inline)
+    settings = manifest.project.target(target)
+    with target_lock(open_state_store(settings.state), settings):
+        frame = _spark_or_fail(lambda: spark_session(settings).sql(limited(sql, limit)))
+        rows = _spark_or_fail(frame.collect)
+    click.echo(f"Previewing {'model ' + name if name else 'inline query'} ({len(rows)} rows):")
+    click.echo(table_text(frame.columns, [tuple(r) for r in rows]))
+
+
+def _spark_or_fail(work):
+    """A Spark error in a query the user gave: one line, exit 1."""
+    from .errors import Problem, RunError
+    from .failures import describe
+
+    try:
+        return work()
+    except Exception as exc:  # noqa: BLE001
+        if isinstance(exc, RunError):
+            raise
+        raise RunError(Problem(describe(exc), code="query-failed")) from None
+
+
+@cli.group()
+def source() -> None:
+    """Sources: their freshness."""
+
+
+@source.command(name="freshness")
+@click.option("--select", "-s", multiple=True, help="Sources by name (wildcards allowed): raw.orders, stage.*.")
+@_target
+@click.pass_obj
+def source_freshness(obj: _Context, select, target) -> None:
+    """How long ago each source received data, judged by its freshness (warn_after / error_after)."""
+    import fnmatch
+
+    from . import freshness
+    from .lock import target_lock
+    from .run import run_hooks
+    from .spark import spark_session
+    from .state import open_state_store
+
+    manifest = obj.manifest(target)
+    patterns = [p for term in select for p in term.split()]
+    chosen = [s for s in manifest.sources.values()
+              if (s.freshness is not None if s.plain else freshness.loaded_at(s) is not None)
+              and (not patterns or any(fnmatch.fnmatchcase(name, p) for p in patterns for name in (s.id, s.ref_name or s.id)))]
+    settings = manifest.project.target(target)
+    with target_lock(open_state_store(settings.state), settings):
+        spark = spark_session(settings) if chosen or manifest.hooks else None
+        hooks = run_hooks(spark, manifest, "on-run-start", click.echo)  # dbt runs them for freshness too
+        results = [freshness.check(spark, s) for s in chosen] if hooks.ok else []
+        hooks.results += run_hooks(spark, manifest, "on-run-end", click.echo).results if hooks.ok else []
+    for result in results:
+        click.echo(freshness.line(result))
+    (manifest.project.target_dir).mkdir(parents=True, exist_ok=True)
+    (manifest.project.target_dir / "sources.json").write_text(freshness.to_json(results))
+    click.echo(f"{len(results)} sources checked" + ("" if chosen else " (none declares freshness or a position)"))
+    if not hooks.ok or any(r.status in ("error", "runtime error") for r in results):
+        sys.exit(EXIT_RUN_FAILED)
+
+
+@cli.command()
 @_select
 @_exclude
 @_target

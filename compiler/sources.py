@@ -13,7 +13,7 @@ from .yamlfile import LineDict, check_keys, load_yaml
 _FILE_KEYS = {"sources"}
 _SOURCE_KEYS = {
     "name", "database", "description", "primary_key", "unique", "columns", "position", "changes",
-    "dictionary", "deleted", "delay", "depends_on", "tags",
+    "dictionary", "deleted", "delay", "depends_on", "tags", "freshness", "loaded_at_field",
 }
 _CHANGES_KEYS = {"table", "position"}
 #: ``changes: cdf``: the changes are the Delta table's own Change Data Feed
@@ -272,6 +272,8 @@ def _source(raw: Any, display: str, list_line: int, problems: list[Problem]) -> 
         delay_seconds=delay or 0,
         depends_on=depends_on or (),
         tags=tuple(raw.get("tags") or ()),
+        loaded_at_field=raw.get("loaded_at_field"),
+        freshness=dict(raw["freshness"]) if isinstance(raw.get("freshness"), dict) else None,
         unique=unique or (),
     )
 
