@@ -189,6 +189,10 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
         renderer.source_names = {s.ref_name: s.id for s in sources.values() if s.ref_name}
     models, templates, unusable = _collect_models(project, renderer, docs, defaults, problems, cache)
     warnings = _check_model_defaults(project, problems) + [note for m in models.values() for note in m.notes]
+    if project.dialect == "dbt":
+        from .dbt.project import unsupported
+
+        warnings += unsupported(project)
     _check_relations(models, sources or {}, problems)
     graph = _graph(models, sources, unusable, problems)
     _render_final(models, templates, renderer, sources or {}, problems)
@@ -450,7 +454,8 @@ def _model(project: Project, renderer: Renderer, display: str, name: str, first,
         relation=relation,
         table_format=table_format,
         tags=tags,
-        description=renderer.render_string(str((doc or {}).get("description") or config.get("description") or "")).strip(),
+        description=renderer.render_string(str((doc or {}).get("description") or config.get("description") or ""), "",
+                                           (doc.path, doc.line_of("description")) if doc else (display, 1)).strip(),
         column_docs={str(c["name"]): str(c.get("description", "")).strip() for c in (doc or {}).get("columns") or []},
         column_doc_lines={str(c["name"]): (doc.path, c.line) for c in (doc or {}).get("columns") or []},
         raw_sql=raw,

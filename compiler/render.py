@@ -13,7 +13,7 @@ import re
 import sys
 import traceback
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
@@ -159,12 +159,18 @@ class Renderer:
                                        hint="split the model, or move generated data into a source table", code="too-large"))
         return result
 
-    def render_string(self, text: str, this: str = "") -> str:
-        """A config value or description with Jinja (a hook's ``{{ this }}``, ``{{ doc('x') }}``)."""
+    def render_string(self, text: str, this: str = "", where: tuple[str, int] | None = None) -> str:
+        """A config value or description with Jinja (a hook's ``{{ this }}``, ``{{ doc('x') }}``);
+        errors point at ``where`` (file, line) when given."""
         if "{" not in text:
             return text
-        with self._rendering(None, this, None, None):
-            return self.env.from_string(text).render()
+        try:
+            with self._rendering(None, this, None, None):
+                return self.env.from_string(text).render()
+        except CompileError as exc:
+            if where is None:
+                raise
+            raise CompileError([replace(p, path=where[0], line=where[1]) if not p.path else p for p in exc.problems]) from exc
 
     def schema_name(self, custom: str | None, default: str, node_name: str = "") -> str:
         """A node's schema: the project's ``generate_schema_name`` macro when it has one, else

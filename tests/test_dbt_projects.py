@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 
 from compiler.cli import main
+from compiler.compile import compile_project
+from compiler.project import load_project
 
 FIXTURE = Path(__file__).parent / "fixtures" / "dbt_shop"
 SCHEMAS = ("shop_dev", "shop_dev_raw", "shop_dev_marts", "shop_dev_dbt_test__audit")
@@ -84,12 +86,16 @@ def dbt_side(tmp_path_factory) -> dict:
         subprocess.run([str(dbt), "test", "--profiles-dir", str(profiles), "--project-dir", str(project)], cwd=work,
                        capture_output=True, text=True)
         verdicts.append(dbt_verdicts(project / "target" / "run_results.json"))
+    freshness = subprocess.run([str(dbt), "source", "freshness", "--profiles-dir", str(profiles), "--project-dir", str(project)],
+                               cwd=work, capture_output=True, text=True)
+    sources = json.loads((project / "target" / "sources.json").read_text())["results"]
     out = work / "dump.json"
     python = dbt.parent / "python"
     done = subprocess.run([str(python), "-c", DUMP, json.dumps(conf), ",".join(SCHEMAS), str(out)], cwd=work,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    return {"verdicts": verdicts, "relations": json.loads(out.read_text())}
+    return {"verdicts": verdicts, "relations": json.loads(out.read_text()), "freshness_exit": freshness.returncode,
+            "freshness": {r["unique_id"].split(".", 2)[2]: r["status"] for r in sources}}
 
 
 def dbt_verdicts(path: Path) -> dict[str, tuple[str, int]]:
@@ -117,6 +123,14 @@ def relations(spark) -> dict:
     return found
 
 
+def _exit_code(command) -> int:
+    try:
+        command()
+    except SystemExit as exc:
+        return int(exc.code)
+    return 0
+
+
 def comparable(relation: dict) -> tuple[list[str], list[tuple]]:
     """Columns in order of name, rows sorted: where the two tools may order them differently."""
     order = sorted(range(len(relation["columns"])), key=lambda i: relation["columns"][i])
@@ -139,6 +153,12 @@ def test_a_dbt_project_gives_dbts_tables_and_verdicts(spark, tmp_path, dbt_side,
         out, err = capsys.readouterr()
         assert "Traceback" not in out + err
 
+        code = _exit_code(lambda: main(["--project-dir", str(project), "source", "freshness"]))
+        ours = json.loads((project / "target" / "sources.json").read_text())["results"]
+        names = {s.id: s.ref_name for s in compile_project(load_project(project)).sources.values()}
+        assert {names[r["source"]]: r["status"] for r in ours} == dbt_side["freshness"] == {"raw.orders": "pass"}
+        assert code == dbt_side["freshness_exit"] == 0
+
         assert verdicts == dbt_side["verdicts"] and len(verdicts[0]) == 16
         assert verdicts[0]["relationships_stg_orders_customer_id__customer_id__ref_stg_customers_"] == ("warn", 1)
         ours, theirs = relations(spark), dbt_side["relations"]
@@ -148,7 +168,71 @@ def test_a_dbt_project_gives_dbts_tables_and_verdicts(spark, tmp_path, dbt_side,
         for name in sorted(theirs):
             assert comparable(ours[name]) == comparable(theirs[name]), name
         assert len(theirs["shop_dev_marts.order_events"]["rows"]) == 8  # the incremental pass appended one row
+
+        shown = capsys.readouterr()
+        main(["--project-dir", str(project), "show", "--inline", "select count(*) as n from {{ ref('order_payments') }}"])
+        assert "|  7 |" in capsys.readouterr().out  # an ephemeral model read inline: 7 orders have payments
+        assert "Traceback" not in shown.out + shown.err
     finally:
         for schema in SCHEMAS:
             spark.sql(f"DROP DATABASE IF EXISTS {schema} CASCADE")
 
+
+
+def test_the_fixture_compiles_as_dbt_names_and_configures_it(tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURE, project)
+    manifest = compile_project(load_project(project))
+
+    kinds = {name: (m.kind.name, m.relation) for name, m in manifest.models.items()}
+    assert kinds["stg_orders"] == ("view", "shop_dev.stg_orders")
+    assert kinds["customer_orders"] == ("table", "shop_dev_marts.customer_orders")  # marts: +materialized, +schema
+    assert kinds["order_payments"][0] == "ephemeral" and kinds["raw_orders"] == ("seed", "shop_dev_raw.raw_orders")
+    assert manifest.models["raw_stores"].kind.delimiter == ";"  # a level named after the seed
+    assert manifest.models["order_status"].table_format == "delta"  # file_format
+    assert manifest.models["customer_orders"].config["after"] == [
+        "INSERT INTO shop_dev.run_log VALUES ('built customer_orders')"]  # rendered with this and target
+    assert "__dbt__cte__order_payments" in manifest.models["customer_orders"].select_sql
+    assert "max(order_date)" in manifest.models["order_events"].incremental_sql.lower()
+    assert "max(order_date)" not in manifest.models["order_events"].select_sql.lower()
+    assert manifest.models["stg_customers"].description.startswith("One row per customer of the **Jaffle** shop")
+    assert manifest.sources["shop_dev_raw.raw_orders"].ref_name == "raw.orders"
+    assert "source_unique_raw_orders_id" in manifest.tests
+    ci = compile_project(load_project(project), "ci")
+    assert ci.models["customer_orders"].relation == "shop_ci_marts.customer_orders"
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda p: (p / "profiles.yml").write_text("shop:\n  target: dev\n  outputs:\n    dev: {type: spark, method: thrift, schema: s}\n"),
+     "profiles.yml:4: [dbt-unsupported] target 'dev': method 'thrift' is not supported: mvflow runs Spark itself"),
+    (lambda p: (p / "profiles.yml").unlink(),
+     "[no-profile] no profiles.yml for profile 'shop'"),
+    (lambda p: (p / "models" / "marts" / "order_status.sql").write_text(
+        "{{ config(materialized='incremental', incremental_strategy='merge', unique_key='order_id') }}\nselect 1 as order_id\n"),
+     "models/marts/order_status.sql:1: [bad-config] incremental_strategy 'merge' needs the delta table format"),
+    (lambda p: (p / "models" / "staging" / "schema.yml").write_text(
+        (p / "models" / "staging" / "schema.yml").read_text().replace('doc("customers")', 'doc("clients")')),
+     "models/staging/schema.yml:5: [jinja-undefined] undefined in template: doc('clients'): no docs block named 'clients'"),
+])
+def test_dbt_project_errors_are_one_line(tmp_path, capsys, monkeypatch, change, expected):
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.dbt/profiles.yml of the machine's
+    monkeypatch.delenv("DBT_PROFILES_DIR", raising=False)
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURE, project)
+    change(project)
+    assert _exit_code(lambda: main(["--project-dir", str(project), "compile"])) == 2
+    out, err = capsys.readouterr()
+    assert expected in err and "Traceback" not in out + err
+
+
+def test_unsupported_dbt_features_are_one_warning_each(tmp_path, capsys):
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURE, project)
+    (project / "packages.yml").write_text("packages:\n  - package: dbt-labs/dbt_utils\n    version: 1.1.1\n")
+    (project / "models" / "py_model.py").write_text("def model(dbt, session):\n    return None\n")
+    (project / "models" / "marts" / "units.yml").write_text("unit_tests:\n  - name: t\n    model: customer_orders\n")
+    main(["--project-dir", str(project), "compile"])
+    err = capsys.readouterr().err
+    assert "warning: packages.yml:1: [dbt-unsupported] packages are not supported" in err
+    assert "warning: models/py_model.py:1: [dbt-unsupported] Python models are not supported" in err
+    assert "warning: models/marts/units.yml:1: [dbt-unsupported] 'unit_tests' is not supported by mvflow: ignored" in err

@@ -156,3 +156,29 @@ def _target(root: Path, name: str, output: Any, display: str, line: int) -> tupl
     spark = SparkSettings(app_name=f"mvflow-{name}", warehouse_dir=local / "warehouse", metastore_dir=local / "metastore",
                           database=str(output.get("schema") or "default"), conf={**DEFAULT_SPARK_CONF, **conf})
     return Target(name, spark, StateSettings(path=local / "state.sqlite")), None
+
+
+#: schema YAML sections mvflow does not read
+_UNREAD_SECTIONS = ("unit_tests", "exposures", "metrics", "semantic_models", "saved_queries", "snapshots", "analyses")
+
+
+def unsupported(project: Project) -> list[Problem]:
+    """One warning per dbt feature in the project that mvflow does not run."""
+    warnings = []
+    for name in ("packages.yml", "dependencies.yml"):
+        if (project.root / name).is_file():
+            warnings.append(Problem("packages are not supported: macros and tests of packages are not available", name, 1,
+                                    code="dbt-unsupported", hint="copy the macros the project uses into macros/"))
+    for path in project.files("models", (".py",)):
+        warnings.append(Problem("Python models are not supported: not compiled", project.relative(path), 1,
+                                code="dbt-unsupported", hint="write the model as SQL"))
+    if any((project.root / "snapshots").rglob("*.sql")) if (project.root / "snapshots").is_dir() else False:
+        warnings.append(Problem("snapshots are not supported: snapshots/ is not read", "snapshots", None,
+                                code="dbt-unsupported", hint="an mvflow mv or fact keeps history by key or position"))
+    for path in project.files("models", (".yml", ".yaml")):
+        data = load_yaml(path, project.relative(path))
+        for key in (k for k in _UNREAD_SECTIONS if isinstance(data, LineDict) and data.get(k)):
+            warnings.append(Problem(f"'{key}' is not supported by mvflow: ignored", project.relative(path),
+                                    data.line_of(key), code="dbt-unsupported"))
+    return warnings
+
