@@ -25,6 +25,19 @@ _exclude = click.option("--exclude", multiple=True, help="Models to leave out (s
 _target = click.option("--target", "-t", default=None, help="Target (profile) from project.yml.")
 
 
+def _run_options(command):
+    """The options of ``run`` and ``build``."""
+    for option in reversed([
+        click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64), help="Nodes run at once."),
+        click.option("--full-refresh", is_flag=True, help="Rebuild incremental models from scratch (resets their offsets)."),
+        click.option("--max-steps", default=None, type=click.IntRange(1), help="At most this many steps per fact model."),
+        click.option("--no-file-check", "file_check", flag_value=False, default=True,
+                     help="Ask Spark whether mv/fact inputs moved even when their files and offsets say nothing did."),
+    ]):
+        command = option(command)
+    return command
+
+
 class _Context:
     def __init__(self, project_dir: str, debug: bool, profiles_dir: str | None = None):
         self.project_dir = Path(project_dir)
@@ -106,11 +119,7 @@ def list_models(obj: _Context, select, exclude, target, output) -> None:
 @_select
 @_exclude
 @_target
-@click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64), help="Models run at once.")
-@click.option("--full-refresh", is_flag=True, help="Rebuild incremental models from scratch (resets their offsets).")
-@click.option("--max-steps", default=None, type=click.IntRange(1), help="At most this many steps per fact model.")
-@click.option("--no-file-check", "file_check", flag_value=False, default=True,
-              help="Ask Spark whether mv/fact inputs moved even when their files and offsets say nothing did.")
+@_run_options
 @click.pass_obj
 def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps, file_check) -> None:
     """Compile, then build the selected models on Spark in dependency order."""
@@ -155,11 +164,7 @@ def test_command(obj: _Context, select, exclude, target, threads) -> None:
 @_select
 @_exclude
 @_target
-@click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64), help="Nodes run at once.")
-@click.option("--full-refresh", is_flag=True, help="Rebuild incremental models from scratch (resets their offsets).")
-@click.option("--max-steps", default=None, type=click.IntRange(1), help="At most this many steps per fact model.")
-@click.option("--no-file-check", "file_check", flag_value=False, default=True,
-              help="Ask Spark whether mv/fact inputs moved even when their files and offsets say nothing did.")
+@_run_options
 @click.pass_obj
 def build(obj: _Context, select, exclude, target, threads, full_refresh, max_steps, file_check) -> None:
     """Seeds, models and their tests in DAG order; a failing test skips what is downstream of its model."""

@@ -264,15 +264,7 @@ def _collect_model(project: Project, renderer: Renderer, docs: dict[str, LineDic
     """Render one model file for its config and calls; adds it to ``models`` or ``unusable``."""
     display = project.relative(path)
     name = path.stem
-    if name in files:
-        problems.add(Problem(f"duplicate model name '{name}' (also {files[name]})", display, 1,
-                             hint="model names are file names and must be unique: rename one file", code="duplicate-model"))
-        return
-    files[name] = display
-    if not IDENTIFIER.fullmatch(name):
-        problems.add(Problem(f"model name '{name}' (the file name) is not a valid table name", display, 1,
-                             hint="rename the file with letters, digits and _ only", code="bad-name"))
-        unusable[name] = "broken"
+    if not _name_is_free(name, display, "model", files, problems, unusable):
         return
     try:
         template = renderer.template(path)
@@ -289,20 +281,28 @@ def _collect_model(project: Project, renderer: Renderer, docs: dict[str, LineDic
     templates[name] = template
 
 
+def _name_is_free(name: str, display: str, what: str, files: dict[str, str], problems: ProblemList,
+                  unusable: dict[str, str]) -> bool:
+    """A model's or seed's name (its file's) is unique and a valid table name; else a problem."""
+    if name in files:
+        problems.add(Problem(f"duplicate model name '{name}' (also {files[name]})", display, 1, code="duplicate-model",
+                             hint="models and seeds are named after their files and must be unique: rename one file"))
+        return False
+    files[name] = display
+    if not IDENTIFIER.fullmatch(name):
+        problems.add(Problem(f"{what} name '{name}' (the file name) is not a valid table name", display, 1,
+                             hint="rename the file with letters, digits and _ only", code="bad-name"))
+        unusable[name] = "broken"
+        return False
+    return True
+
+
 def _collect_seed(project: Project, renderer: Renderer, docs: dict[str, LineDict], defaults: Target, problems: ProblemList,
                   path: Path, files: dict[str, str], models: dict[str, Model], unusable: dict[str, str]) -> None:
     """A seed file as a model of kind ``seed`` (``kinds/seed.py``): its SELECT casts the file's columns."""
     display = project.relative(path)
     name = path.stem
-    if name in files:
-        problems.add(Problem(f"duplicate name '{name}' (also {files[name]})", display, 1, code="duplicate-model",
-                             hint="seeds and models are referenced by name with ref(): rename one file"))
-        return
-    files[name] = display
-    if not IDENTIFIER.fullmatch(name):
-        problems.add(Problem(f"seed name '{name}' (the file name) is not a valid table name", display, 1,
-                             hint="rename the file with letters, digits and _ only", code="bad-name"))
-        unusable[name] = "broken"
+    if not _name_is_free(name, display, "seed", files, problems, unusable):
         return
     first = Rendered(sql="", config={"materialized": "seed"})
     try:
