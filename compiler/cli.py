@@ -205,7 +205,7 @@ def _run(manifest, selected, settings, store, threads, full_refresh, max_steps, 
     report = run_models(spark, manifest, selected, threads=threads, echo=click.echo, options=options) if hooks.ok else hooks
     if hooks.ok:
         report.results += run_hooks(spark, manifest, "on-run-end", click.echo).results
-    (manifest.project.target_dir / "run_results.json").write_text(report.to_json())
+    (manifest.project.target_dir / "run_results.json").write_text(report.to_json(manifest.project.name))
     click.echo(f"{'interrupted' if report.interrupted else 'done'} in {time.monotonic() - started:.1f}s: {report.summary()}")
     if report.interrupted:
         sys.exit(EXIT_INTERRUPTED)

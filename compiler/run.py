@@ -69,11 +69,16 @@ class RunReport:
             parts.append("tests: " + ", ".join(f"{tests[s]} {word}" for s, word in words if tests[s] or s == "pass"))
         return "; ".join(parts)
 
-    def to_json(self) -> str:
-        return json.dumps({"results": [asdict(r) for r in self.results], "counts": self.counts()}, indent=2) + "\n"
+    def to_json(self, project: str = "") -> str:
+        """``run_results.json``; each result also under dbt's names: ``unique_id``
+        (``model.<project>.<name>``, ``seed.…``, ``test.…``, ``operation.…``) and ``execution_time``."""
+        results = [{**asdict(r), "unique_id": f"{_RESOURCE.get(r.kind, 'model')}.{project}.{r.name}", "execution_time": r.seconds}
+                   for r in self.results]
+        return json.dumps({"results": results, "counts": self.counts()}, indent=2) + "\n"
 
 
 EXIT_INTERRUPTED = 130
+_RESOURCE = {"test": "test", "seed": "seed", "hook": "operation"}  # a result's kind → dbt's resource type
 #: statuses that make a run fail and skip what depends on the node
 FAILED = ("error", "fail")
 Printer = Callable[[str], None]

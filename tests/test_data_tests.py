@@ -114,6 +114,8 @@ def test_build_gives_each_test_dbts_verdict(spark, project, capsys):
         "no_huge_orders": ("pass", 0),
     }
     assert "2 ok, 0 failed, 0 skipped; tests: 5 passed, 2 warned, 3 failed\n" in out
+    ids = {r["unique_id"] for r in json.loads((root / "target" / "run_results.json").read_text())["results"]}
+    assert {"seed.t_dt.customers", "model.t_dt.orders", "test.t_dt.unique_orders_order_id"} <= ids  # dbt's names too
     # store_failures keeps the failing rows in test_audit.<test name>
     kept = spark.table("test_audit.relationships_orders_customer_id__id__ref_customers_").collect()
     assert [tuple(r) for r in kept] == [(40,)]
