@@ -197,3 +197,35 @@ def test_bad_tests_and_seeds_are_clear_errors(make_project, capsys, files, expec
     assert code == 2
     assert expected in err
     assert "Traceback" not in out + err
+
+
+def test_source_freshness_from_positions_and_show(spark, project, capsys):
+    root, database = project
+    spark.sql(f"CREATE DATABASE {database}")
+    spark.sql(f"CREATE TABLE {database}.events USING parquet AS SELECT 1L AS id, current_timestamp() - INTERVAL 2 HOURS AS ts")
+    spark.sql(f"CREATE TABLE {database}.old_events USING parquet AS SELECT 1L AS id, TIMESTAMP '2020-01-01 00:00:00' AS ts")
+    (root / "lineage").mkdir()
+    (root / "lineage" / "events.yml").write_text(
+        "sources:\n"
+        f"  - {{name: events, database: {database}, primary_key: [id], position: [ts, id],\n"
+        "     freshness: {warn_after: {count: 1, period: hour}, error_after: {count: 1, period: day}}}\n"
+        f"  - {{name: old_events, database: {database}, primary_key: [id], position: [ts, id]}}\n")
+    code, out, _ = cli(root, "source", "freshness", "--select", f"{database}.events", capsys=capsys)
+    assert code == 0 and f"WARN  {database}.events" in out, out  # two hours old: past warn_after, within error_after
+    found = json.loads((root / "target" / "sources.json").read_text())["results"]
+    assert [(r["source"], r["status"]) for r in found] == [(f"{database}.events", "warn")]
+    assert 7000 < found[0]["age_seconds"] < 7400
+
+    code, out, _ = cli(root, "source", "freshness", capsys=capsys)
+    assert code == 0 and f"PASS  {database}.old_events" in out  # no freshness rule: its age is said, nothing judged
+
+    (root / "lineage" / "events.yml").write_text((root / "lineage" / "events.yml").read_text().replace("count: 1, period: day", "count: 30, period: minute"))
+    code, out, _ = cli(root, "source", "freshness", "--select", "*.events", capsys=capsys)
+    assert code == 1 and f"ERROR {database}.events" in out
+
+    assert cli(root, "seed", capsys=capsys)[0] == 0
+    code, out, _ = cli(root, "show", "--inline", "select name from {{ ref('customers') }} where id = 20", capsys=capsys)
+    assert code == 0 and "| Bob, Jr. |" in out, out
+    code, out, _ = cli(root, "show", "--select", "orders", "--limit", "2", capsys=capsys)
+    assert code == 0 and "Previewing model orders (2 rows):" in out and "| order_id |" in out
+    assert not spark.catalog.tableExists(f"{database}.orders")  # show wrote nothing
