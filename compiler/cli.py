@@ -39,16 +39,20 @@ def _run_options(command):
 
 
 class _Context:
-    def __init__(self, project_dir: str, debug: bool, profiles_dir: str | None = None):
+    def __init__(self, project_dir: str, debug: bool, profiles_dir: str | None = None, variables: str | None = None):
         self.project_dir = Path(project_dir)
         self.profiles_dir = profiles_dir
+        self.variables = variables  # --vars: YAML overriding the project's vars
         self.debug = debug
         self.cache = None  # the compile cache, saved only when the command succeeds
 
     def project(self):
         from .project import load_project
 
-        return load_project(self.project_dir, self.profiles_dir)
+        from dataclasses import replace
+
+        project = load_project(self.project_dir, self.profiles_dir)
+        return replace(project, vars={**project.vars, **_parse_vars(self.variables)}) if self.variables else project
 
     def manifest(self, target: str | None):
         from .cache import CompileCache
@@ -67,10 +71,11 @@ class _Context:
 @click.option("--project-dir", default=".", show_default=True, help="The project's directory (holds project.yml).")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @click.option("--profiles-dir", default=None, help="A dbt project's profiles.yml folder (default: $DBT_PROFILES_DIR, the project, ~/.dbt).")
+@click.option("--vars", "variables", default=None, help="Project vars as YAML, over project.yml's: '{price_kind: sale}'.")
 @click.pass_context
-def cli(ctx: click.Context, project_dir: str, debug: bool, profiles_dir: str | None) -> None:
+def cli(ctx: click.Context, project_dir: str, debug: bool, profiles_dir: str | None, variables: str | None) -> None:
     """mvflow: compile and run declarative SQL projects on Apache Spark (and dbt-core projects as they are)."""
-    ctx.obj = _Context(project_dir, debug, profiles_dir)
+    ctx.obj = _Context(project_dir, debug, profiles_dir, variables)
 
 
 @cli.result_callback()
@@ -472,6 +477,23 @@ def _set_project_dir(ctx: click.Context, _param: click.Parameter, value: str | N
         ctx.find_object(_Context).project_dir = Path(value)
 
 
+def _parse_vars(text: str) -> dict:
+    """``--vars``: a YAML mapping; anything else is a user error."""
+    from .errors import Problem, ProjectError
+    from .yamlfile import load_yaml_text
+
+    value = load_yaml_text(text, "--vars")
+    if not isinstance(value, dict):
+        raise ProjectError(Problem(f"--vars must be a YAML mapping, got {text!r}", "--vars", code="bad-value",
+                                   hint="e.g. --vars '{price_kind: sale, days: 7}'"))
+    return dict(value)
+
+
+def _set_vars(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.find_object(_Context).variables = value
+
+
 def _set_profiles_dir(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
     if value is not None:
         ctx.find_object(_Context).profiles_dir = value
@@ -495,6 +517,8 @@ def _accept_global_options(group: click.Group) -> None:
                          help="Show tracebacks for errors."),
             click.Option(["--profiles-dir"], default=None, expose_value=False, callback=_set_profiles_dir,
                          help="A dbt project's profiles.yml folder (as before the command name)."),
+            click.Option(["--vars"], default=None, expose_value=False, callback=_set_vars,
+                         help="Project vars as YAML (as before the command name)."),
         ]
 
 

@@ -236,3 +236,12 @@ def test_unsupported_dbt_features_are_one_warning_each(tmp_path, capsys):
     assert "warning: packages.yml:1: [dbt-unsupported] packages are not supported" in err
     assert "warning: models/py_model.py:1: [dbt-unsupported] Python models are not supported" in err
     assert "warning: models/marts/units.yml:1: [dbt-unsupported] 'unit_tests' is not supported by mvflow: ignored" in err
+
+
+def test_vars_on_the_command_line_override_the_projects(tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURE, project)
+    main(["--project-dir", str(project), "compile", "--vars", "{min_amount: 10}"])
+    assert "amount >= 10" in (project / "target" / "compiled" / "staging" / "stg_payments.sql").read_text()
+    main(["--project-dir", str(project), "compile"])
+    assert "amount >= 0" in (project / "target" / "compiled" / "staging" / "stg_payments.sql").read_text()
