@@ -19,7 +19,7 @@ from sqlglot import exp
 
 from .background import Background, worth_forking
 from .cache import CompileCache, cache_key, read_tables, schema_index
-from .data_tests import DataTest, compile_tests
+from .data_tests import DataTest, compile_tests, place_scopes
 from .errors import CompileError, MvflowError, Problem, ProblemList, did_you_mean
 from .files import read_text
 from .graph import build_graph, model_id, model_order, source_id
@@ -206,6 +206,7 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
     from .kinds.mv.plan import check_mvs  # mv.py reads the Manifest: imported here to avoid an import cycle
 
     manifest.warnings += check_mvs(manifest)
+    place_scopes(manifest)
     return manifest
 
 

@@ -229,3 +229,47 @@ def test_source_freshness_from_positions_and_show(spark, project, capsys):
     code, out, _ = cli(root, "show", "--select", "orders", "--limit", "2", capsys=capsys)
     assert code == 0 and "Previewing model orders (2 rows):" in out and "| order_id |" in out
     assert not spark.catalog.tableExists(f"{database}.orders")  # show wrote nothing
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "delta"])
+def test_a_batch_scoped_test_reads_only_what_the_last_batch_of_an_mv_or_a_fact_wrote(spark, make_project, capsys, fmt):
+    database = f"t_dt_{uuid.uuid4().hex[:8]}"
+    checks = "[{accepted_values: {values: [ok], name: NAME_all}}, {accepted_values: {values: [ok], name: NAME_batch, scope: batch}}]"
+    root = make_project({
+        "project.yml": f"name: t_dt\nmodels: {{+schema: {database}, +table_format: {fmt}}}\n",
+        "lineage/events.yml": f"sources:\n  - {{name: events, database: {database}, primary_key: [id], position: [ts, id],\n"
+                              "     columns: [{name: id, type: bigint}, {name: v, type: string}, {name: ts, type: timestamp}]}\n",
+        "models/events_mv.sql": f"{{{{ config(materialized='mv', strategy='incremental') }}}}\nSELECT e.id, e.v FROM {{{{ source('{database}', 'events') }}}} AS e",
+        "models/events_fact.sql": f"{{{{ config(materialized='fact') }}}}\nSELECT e.id, e.ts, e.v FROM {{{{ source('{database}', 'events') }}}} AS e",
+        "models/schema.yml": "models:\n"
+                             f"  - {{name: events_mv, columns: [{{name: v, tests: {checks.replace('NAME', 'mv')}}}]}}\n"
+                             f"  - {{name: events_fact, columns: [{{name: v, tests: {checks.replace('NAME', 'fact')}}}]}}\n",
+    })
+    spark.sql(f"CREATE DATABASE {database}")
+    try:
+        spark.sql(f"CREATE TABLE {database}.events (id BIGINT, v STRING, ts TIMESTAMP) USING parquet")
+        spark.sql(f"INSERT INTO {database}.events VALUES (1, 'bad', TIMESTAMP '2026-01-01 00:00:00'), "
+                  "(2, 'ok', TIMESTAMP '2026-01-01 00:01:00')")
+        code, out, _ = cli(root, "build", capsys=capsys)
+        assert code == 1, out  # the first batch wrote every row: both kinds of test see the bad one
+        assert results(root) | {} == {"events_fact": ("success", None), "events_mv": ("success", None),
+                                      "fact_all": ("fail", 1), "fact_batch": ("fail", 1), "mv_all": ("fail", 1), "mv_batch": ("fail", 1)}
+        assert "-- scope batch: only what events_mv's last batch wrote" in (root / "target/run/tests/mv_batch.sql").read_text()
+
+        spark.sql(f"INSERT INTO {database}.events VALUES (3, 'ok', TIMESTAMP '2026-01-01 00:02:00')")
+        assert cli(root, "run", capsys=capsys)[0] == 0
+        code, out, _ = cli(root, "test", capsys=capsys)
+        assert code == 1
+        # the second batch (the MV's refresh by key, the fact's step) wrote row 3 only (a full build would write all)
+        assert results(root) == {"fact_all": ("fail", 1), "fact_batch": ("pass", 0), "mv_all": ("fail", 1), "mv_batch": ("pass", 0)}
+    finally:
+        spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
+
+
+def test_scope_batch_needs_an_mv_or_a_fact(make_project, capsys):
+    root = make_project({"models/orders.sql": ORDERS,
+                         "models/schema.yml": "models:\n  - name: orders\n    columns:\n      - name: order_id\n"
+                                              "        tests: [{unique: {scope: batch}}]\n"})
+    code, _, err = cli(root, "compile", capsys=capsys)
+    assert code == 2 and "models/schema.yml:5: [bad-test] test 'unique_orders_order_id': scope: batch needs an mv or fact model, " \
+                         "'orders' is a table" in err

@@ -12,11 +12,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from ..errors import CompileError, Problem, ProblemList, did_you_mean
+from . import scope
 from .declare import TestConfig, TestDeclaration, declared_tests, test_config
 from .execute import TEST_KIND, TestKind
 
 if TYPE_CHECKING:
-    from ..compile import Model
+    from ..compile import Manifest, Model
     from ..project import Project
     from ..render import Renderer, Rendered
     from ..sources import Source
@@ -67,6 +68,17 @@ class DataTest:
     def attached_to(self) -> str | None:
         """The model whose descendants wait for this test in ``mvflow build`` (None: singular)."""
         return self.declaration.attached_to
+
+
+def place_scopes(manifest: "Manifest") -> None:
+    """Write the batch predicate into batch-scoped tests, now that the models' plans can be made."""
+    for test in manifest.tests.values():
+        if test.config.scope == "batch":
+            model = manifest.models[test.attached_to]
+            try:
+                test.sql = test.sql.replace(scope.PLACEHOLDER, scope.predicate(manifest, model))
+            except CompileError as exc:
+                raise CompileError([replace(p, path=test.path, line=test.declaration.line) for p in exc.problems]) from exc
 
 
 def compile_tests(project: "Project", renderer: "Renderer", models: Mapping[str, "Model"], sources: Mapping[str, "Source"],
@@ -138,6 +150,13 @@ class _Compiler:
             return problems
         if not config.enabled:
             return None
+        if config.scope == "batch":
+            kind = self.models[declaration.attached_to].kind.name if declaration.attached_to in self.models else "source"
+            if kind not in scope.KINDS:
+                return [Problem(f"test '{declaration.name}': scope: batch needs an mv or fact model, "
+                                f"'{declaration.attached_to}' is a {kind}", *where, code="bad-test",
+                                hint="remove scope: batch (tests read the whole table by default)")]
+            target = scope.scoped(target)
         tested = f"(SELECT * FROM {target} WHERE {config.where}) AS mvflow_where" if config.where else target
         kwargs = {"model": tested, **({"column_name": declaration.column} if declaration.column else {}), **declaration.kwargs}
         try:

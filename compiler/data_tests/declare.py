@@ -29,7 +29,8 @@ from ..yamlfile import LineDict
 
 #: Keys of a test entry that configure the test rather than pass an argument.
 CONFIG_KEYS = ("severity", "where", "store_failures", "store_failures_as", "warn_if", "error_if", "fail_calc", "limit",
-               "enabled", "tags", "schema", "alias", "database", "meta")
+               "enabled", "tags", "schema", "alias", "database", "meta", "scope")
+SCOPES = ("all", "batch")  # batch: only what an mv's or fact's last batch wrote (``scope.py``)
 SEVERITIES = ("error", "warn")
 _THRESHOLD = re.compile(r"^\s*(=|==|!=|<>|<|<=|>|>=)\s*-?\d+\s*$")
 _TEST_TYPE = re.compile(r"^(?:(?P<namespace>[A-Za-z_][A-Za-z0-9_]*)\.)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)$")
@@ -48,6 +49,7 @@ class TestConfig:
     limit: int | None = None
     enabled: bool = True
     tags: tuple[str, ...] = ()
+    scope: str = "all"
     schema: str = "test_audit"  # where store_failures keeps a test's failing rows (in a dbt project: dbt's audit schema)
     alias: str | None = None
 
@@ -185,6 +187,12 @@ def test_config(values: Mapping[str, Any], path: str, line: int) -> tuple[TestCo
             if value not in SEVERITIES:
                 problems.append(Problem(f"severity '{values[key]}' is not error or warn", path, line, code="bad-test",
                                         hint="write severity: error or severity: warn"))
+                continue
+        elif key == "scope":
+            value = str(value).lower()
+            if value not in SCOPES:
+                problems.append(Problem(f"scope '{values[key]}' is not all or batch", path, line, code="bad-test",
+                                        hint="scope: batch tests only what an mv's or fact's last batch wrote"))
                 continue
         elif key in ("warn_if", "error_if"):
             value = str(value)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from ..compile import Manifest
     from ..run import Result, RunOptions
+    from ..state import StateStore
     from .compile import DataTest
     from .declare import TestConfig
 
@@ -33,7 +34,7 @@ class TestKind:
     is_incremental: ClassVar[bool] = False
 
     def runner(self, options: "RunOptions"):
-        return run_test
+        return lambda spark, manifest, test: run_test(spark, manifest, test, options.store)
 
     def statements(self, test: "DataTest") -> list[Statement]:
         if not test.config.store_failures:
@@ -60,6 +61,9 @@ class TestKind:
                  f"-- severity {test.config.severity}: " + (f"fails when {test.config.fail_calc} {test.config.error_if}"
                                                           if test.config.severity == "error" else
                                                           f"warns when {test.config.fail_calc} {test.config.warn_if}")]
+        if test.config.scope == "batch":
+            lines.append(f"-- scope batch: only what {declared.attached_to}'s last batch wrote (the markers come from "
+                         "its last entry in the step log)")
         for item in self.statements(test):
             lines += ["", f"-- {item.purpose}", item.sql.rstrip() + ";"]
         lines += ["", "-- count the failing rows", self.count_query(test) + ";"]
@@ -73,18 +77,30 @@ def _limited(test: "DataTest") -> str:
     return test.sql.rstrip() + (f"\nLIMIT {test.config.limit}" if test.config.limit is not None else "")
 
 
-def run_test(spark: "SparkSession", manifest: "Manifest", test: "DataTest") -> "Result":
+def run_test(spark: "SparkSession", manifest: "Manifest", test: "DataTest", store: "StateStore | None" = None) -> "Result":
     from ..failures import running_statement
 
     def check(result: "Result") -> None:
-        execute(spark, test.kind.statements(test), {})
+        params = _scope_parameters(manifest, test, store)
+        execute(spark, test.kind.statements(test), params)
         query = test.kind.count_query(test)
         running_statement(query, "count the failing rows")
-        row = spark.sql(query).collect()[0]
+        row = spark.sql(query, args={k: v for k, v in params.items() if f":{k}" in query} or None).collect()[0]
         result.failures = int(row["failures"] or 0)
         result.status, result.message = verdict(result.failures, bool(row["should_warn"]), bool(row["should_error"]), test.config)
 
     return timed(test, check)
+
+
+def _scope_parameters(manifest: "Manifest", test: "DataTest", store: "StateStore | None") -> dict:
+    """A batch-scoped test's markers: the model's last batch (``scope.py``)."""
+    if test.config.scope != "batch":
+        return {}
+    from ..state import open_state_store
+    from .scope import parameters
+
+    return parameters(manifest, manifest.models[test.attached_to],
+                      store or open_state_store(manifest.project.target(manifest.target).state))
 
 
 def verdict(failures: int, should_warn: bool, should_error: bool, config: "TestConfig") -> tuple[str, str]:

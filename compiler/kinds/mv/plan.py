@@ -252,9 +252,11 @@ def mv_plan(model: "Model", manifest: "Manifest") -> MvPlan:
 
 
 def mv_consumers(manifest: "Manifest", name: str) -> tuple[str, ...]:
-    """The ``mv`` models that read model ``name``: only they read the keys it publishes."""
+    """What reads the keys model ``name`` publishes: the ``mv`` models that read it, and its
+    batch-scoped data tests (``test:<name>``)."""
+    tests = [f"test:{t.name}" for t in manifest.tests.values() if t.attached_to == name and t.config.scope == "batch"]
     return tuple(sorted(m.name for m in manifest.models.values()
-                        if isinstance(m.kind, MvKind) and name in m.depends_on_models))
+                        if isinstance(m.kind, MvKind) and name in m.depends_on_models)) + tuple(sorted(tests))
 
 
 def plan_from_sql(sql: str, inputs: dict[str, tuple], unique_key: tuple[str, ...] = (),
