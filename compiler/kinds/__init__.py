@@ -32,7 +32,7 @@ from .seed import SeedKind
 from .table import TableKind
 from .view import ViewKind
 
-__all__ = ["COMMON_KEYS", "KINDS", "EphemeralKind", "FactKind", "IncrementalKind", "Kind", "KindError", "ModelKind", "MvKind",
+__all__ = ["COMMON_KEYS", "KINDS", "config_keys", "EphemeralKind", "FactKind", "IncrementalKind", "Kind", "KindError", "ModelKind", "MvKind",
            "SeedKind", "TableKind", "ViewKind",
            "create_kind"]
 
@@ -87,6 +87,19 @@ def create_kind(config: Mapping[str, Any]) -> Kind:
 
 
 _DURATIONS = {"delay": "delay_seconds", "min_interval": "min_interval_seconds"}  # config key -> field in seconds
+
+
+def config_keys(name: str) -> frozenset[str] | None:
+    """The config keys kind ``name`` accepts (None: no such kind).
+
+    >>> sorted(config_keys("seed") - COMMON_KEYS)
+    ['cluster_by', 'column_types', 'delimiter', 'partition_by', 'quote_columns', 'unique_key']
+    """
+    cls = KINDS.get(name)
+    if cls is None:
+        return None
+    own = {f.name for f in fields(cls)}
+    return frozenset(COMMON_KEYS | own | {alias for alias, field_name in _DURATIONS.items() if field_name in own})
 
 
 def _coerce(cls: type[ModelKind], key: str, value: Any) -> Any:
