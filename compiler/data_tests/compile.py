@@ -85,19 +85,12 @@ def compile_tests(project: "Project", renderer: "Renderer", models: Mapping[str,
                   docs: Mapping[str, "LineDict"]) -> dict[str, DataTest]:
     """Every enabled test of the project; problems are raised together."""
     problems = ProblemList()
-    declarations: list[TestDeclaration] = []
-    for name, entry in docs.items():
-        if name in models:
-            found, bad = declared_tests(entry, entry.path, name)
-            declarations += found
-            for problem in bad:
-                problems.add(problem)
-    for source in sources.values():
-        if source.tests is not None:
-            found, bad = declared_tests(source.tests, source.path, source.id, tuple(source.ref_name.split(".", 1)))
-            declarations += found
-            for problem in bad:
-                problems.add(problem)
+    declared = [declared_tests(entry, entry.path, name) for name, entry in docs.items() if name in models]
+    declared += [declared_tests(s.tests, s.path, s.id, tuple(s.ref_name.split(".", 1)))
+                 for s in sources.values() if s.tests is not None and s.ref_name]
+    declarations: list[TestDeclaration] = [test for found, _ in declared for test in found]
+    for problem in (p for _, bad in declared for p in bad):
+        problems.add(problem)
     tests: dict[str, DataTest] = {}
     compiler = _Compiler(project, renderer, models, sources)
     for declaration in declarations:
