@@ -20,7 +20,7 @@ _PATH_KEYS = {"models", "macros", "lineage", "target", "seeds", "tests"}
 _TARGET_KEYS = {"spark", "state", "table_format"}
 TABLE_FORMATS = ("delta", "parquet")
 _SPARK_KEYS = {"master", "app_name", "warehouse_dir", "metastore_dir", "database", "log_level", "conf"}
-_STATE_KEYS = {"type", "path"}
+_STATE_KEYS = {"type", "path", "dsn"}
 _STATE_TABLE_KEYS = {"offsets_table", "step_log_table", "catalog_table"}
 
 DEFAULT_SPARK_CONF = {
@@ -50,6 +50,7 @@ class SparkSettings:
 class StateSettings:
     type: str = "sqlite"
     path: Path | None = None
+    dsn: str | None = None  # type postgres: postgresql://user@host:port/database
     offsets_table: str = "offsets"
     step_log_table: str = "step_log"
     catalog_table: str = "catalog"
@@ -314,6 +315,7 @@ def _load_targets(root: Path, data: LineDict, problems: list[Problem]) -> tuple[
             state=StateSettings(
                 type=str(state.get("type", "sqlite")),
                 path=_resolve(root, state.get("path"), local_dir / "state.sqlite"),
+                dsn=str(state["dsn"]) if state.get("dsn") else None,
                 **tables,
             ),
             table_format=table_format,

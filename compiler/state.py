@@ -11,7 +11,8 @@ whose lease expired and was taken over cannot write over the new holder.
 
 ``StateStore`` is the interface every backend implements (``tests/test_state.py`` is its
 contract suite); ``SqliteStateStore`` is the embedded default: one SQLite file, WAL, every
-write in a ``BEGIN IMMEDIATE`` transaction. Times are timezone-aware datetimes passed in
+write in a ``BEGIN IMMEDIATE`` transaction; ``state_postgres.PostgresStateStore`` is shared by
+runners on several hosts. Times are timezone-aware datetimes passed in
 by the caller (no clock in here). Positions are tuples of JSON values (timestamps as ISO
 strings); the caller converts them.
 """
@@ -36,7 +37,7 @@ from .project import StateSettings
 
 Position = tuple  # JSON-serialisable values: timestamps as ISO strings, ints, strings
 
-BACKENDS = ("sqlite",)
+BACKENDS = ("sqlite", "postgres")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -224,14 +225,29 @@ class StateStore(ABC):
 
 
 def open_state_store(settings: StateSettings) -> StateStore:
-    """The state store a target names (only ``sqlite`` so far)."""
+    """The state store a target names: ``sqlite`` (a file) or ``postgres`` (``dsn``, shared by hosts)."""
     if settings.type not in BACKENDS:
         raise RunError(Problem(f"unknown state store type '{settings.type}'", "project.yml",
                                hint="state types supported: " + ", ".join(BACKENDS), code="unknown-state-type"))
+    if settings.type == "postgres":
+        if not settings.dsn:
+            raise RunError(Problem("the target's postgres state store has no dsn", "project.yml", code="no-state-dsn",
+                                   hint="set targets.<name>.state.dsn: postgresql://user@host:5432/database"))
+        from .state_postgres import PostgresStateStore
+
+        return PostgresStateStore(settings.dsn, settings.offsets_table, settings.step_log_table)
     if settings.path is None:
         raise RunError(Problem("the target's state store has no path", "project.yml",
                                hint="set targets.<name>.state.path", code="no-state-path"))
     return SqliteStateStore(Path(settings.path), settings.offsets_table, settings.step_log_table)
+
+
+def valid_table_names(*names: str) -> None:
+    """State table names come from project.yml and go into SQL: identifiers only."""
+    for name in names:
+        if not _IDENTIFIER.match(name):
+            raise RunError(Problem(f"invalid state table name {name!r}", "project.yml",
+                                   hint="use letters, digits and _", code="bad-value"))
 
 
 def default_holder() -> str:
@@ -286,10 +302,7 @@ class SqliteStateStore(StateStore):
     """
 
     def __init__(self, path: Path, offsets_table: str = "offsets", step_log_table: str = "step_log"):
-        for name in (offsets_table, step_log_table):
-            if not _IDENTIFIER.match(name):
-                raise RunError(Problem(f"invalid state table name {name!r}", "project.yml",
-                                       hint="use letters, digits and _", code="bad-value"))
+        valid_table_names(offsets_table, step_log_table)
         self.path = Path(path)
         self.offsets_table, self.step_log_table = offsets_table, step_log_table
         self.watch_table = f"{offsets_table}_watch"  # named after the offsets: stores sharing a file stay apart

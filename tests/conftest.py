@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 
@@ -52,3 +53,15 @@ def write_project(root: Path, files: dict[str, str]) -> Path:
 @pytest.fixture
 def make_project(tmp_path):
     return lambda files: write_project(tmp_path, files)
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn():
+    """A PostgreSQL server for the whole test session (``tests/pg_server.py``)."""
+    sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
+    from pg_server import PostgresServer
+
+    server = PostgresServer().start()
+    yield server.dsn
+    server.stop()
+

@@ -1,6 +1,7 @@
-"""Contract suite of the state store: every backend must pass it (only sqlite so far).
+"""Contract suite of the state store: every backend must pass it (sqlite, and postgres on a
+throwaway server started by the tests: ``tests/pg_server.py``).
 
-Add a backend by adding its name to BACKENDS and a branch to ``open_backend``.
+Add a backend by adding its name to BACKENDS and a branch to ``settings_for``.
 """
 
 from __future__ import annotations
@@ -29,21 +30,35 @@ from compiler.state import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "postgres"]
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
 POS1 = ("2024-05-01T10:00:00", 10)
 POS2 = ("2024-05-01T11:00:00", 20)
 
 
-def open_backend(name: str, base: Path) -> StateStore:
+def settings_for(name: str, base: Path, dsn: str | None = None) -> StateSettings:
+    """One test's own store: a file, or tables of its own (named after its folder) on the server."""
     if name == "sqlite":
-        return open_state_store(StateSettings(path=base / "state.sqlite", offsets_table="offs", step_log_table="slog"))
+        return StateSettings(path=base / "state.sqlite", offsets_table="offs", step_log_table="slog")
+    if name == "postgres":
+        tag = "t" + hex(abs(hash(str(base))))[2:14]
+        return StateSettings(type="postgres", dsn=dsn, offsets_table=f"{tag}_offs", step_log_table=f"{tag}_slog")
     raise AssertionError(name)
 
 
+def open_backend(name: str, base: Path, dsn: str | None = None) -> StateStore:
+    return open_state_store(settings_for(name, base, dsn))
+
+
+@pytest.fixture
+def dsn_for(request):
+    """The PostgreSQL server's DSN when the backend needs one (the server starts on first use)."""
+    return lambda backend: request.getfixturevalue("postgres_dsn") if backend == "postgres" else None
+
+
 @pytest.fixture(params=BACKENDS)
-def store(request, tmp_path) -> StateStore:
-    return open_backend(request.param, tmp_path)
+def store(request, tmp_path, dsn_for) -> StateStore:
+    return open_backend(request.param, tmp_path, dsn_for(request.param))
 
 
 def at(seconds: float) -> datetime:
@@ -205,9 +220,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from compiler.project import StateSettings
 from compiler.state import LeaseHeld, open_state_store
-backend, base, holder = sys.argv[1:]
-assert backend == "sqlite"
-store = open_state_store(StateSettings(path=Path(base) / "state.sqlite", offsets_table="offs", step_log_table="slog"))
+settings, base, holder = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+store = open_state_store(StateSettings(**settings))
 while not (Path(base) / "go").exists():
     time.sleep(0.005)
 try:
@@ -219,9 +233,10 @@ except LeaseHeld as exc:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_processes_racing_for_one_lease(backend, tmp_path):
-    open_backend(backend, tmp_path)  # create the tables first
-    procs = [subprocess.Popen([sys.executable, "-c", _RACER, backend, str(tmp_path), f"p{i}"],
+def test_processes_racing_for_one_lease(backend, tmp_path, dsn_for):
+    open_backend(backend, tmp_path, dsn_for(backend))  # create the tables first
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(settings_for(backend, tmp_path, dsn_for(backend))).items()}
+    procs = [subprocess.Popen([sys.executable, "-c", _RACER, json.dumps(settings), str(tmp_path), f"p{i}"],
                               stdout=subprocess.PIPE, text=True, cwd=ROOT) for i in range(4)]
     time.sleep(1.0)  # let every racer import and wait at the start line
     (tmp_path / "go").touch()
@@ -229,9 +244,48 @@ def test_processes_racing_for_one_lease(backend, tmp_path):
     winners = [o for o in outcomes if o[1] == "won"]
     assert len(winners) == 1 and winners[0][2] == 1
     assert all(o[2] == winners[0][0] for o in outcomes if o[1] == "refused")
-    assert open_backend(backend, tmp_path).get("orders").hostid == winners[0][0]
+    assert open_backend(backend, tmp_path, dsn_for(backend)).get("orders").hostid == winners[0][0]
 
 
 def test_unknown_backend_is_a_user_error(tmp_path):
     with pytest.raises(RunError, match="unknown state store type"):
         open_state_store(StateSettings(type="zookeeper", path=tmp_path / "x"))
+
+
+def test_postgres_settings_are_checked(tmp_path, postgres_dsn):
+    with pytest.raises(RunError, match=r"\[no-state-dsn\] the target's postgres state store has no dsn"):
+        open_state_store(StateSettings(type="postgres"))
+    port = int(postgres_dsn.rsplit(":", 1)[1].split("/")[0])
+    with pytest.raises(RunError, match=r"\[state-unreachable\] cannot connect to the PostgreSQL state store"):
+        open_state_store(StateSettings(type="postgres", dsn=postgres_dsn.replace(f":{port}/", f":{port + 1}/")))
+
+
+def test_a_run_keeps_its_offsets_in_postgres(spark, make_project, postgres_dsn, capsys):
+    """A fact's steps and `mvflow status` with the state in PostgreSQL (target state type postgres)."""
+    import uuid
+
+    from compiler.cli import main
+
+    database = f"t_pg_{uuid.uuid4().hex[:8]}"
+    root = make_project({
+        "project.yml": f"name: t\nmodels: {{+schema: {database}}}\ntargets:\n  local:\n"
+                       f"    state: {{type: postgres, dsn: '{postgres_dsn}'}}\n"
+                       f"state: {{offsets_table: {database}_offsets, step_log_table: {database}_steps}}\n",
+        "lineage/events.yml": f"sources:\n  - {{name: events, database: {database}, primary_key: [id], position: [id],\n"
+                              "     columns: [{name: id, type: bigint}]}\n",
+        "models/events_fact.sql": f"{{{{ config(materialized='fact', maxstep=2) }}}}\n"
+                                  f"SELECT e.id FROM {{{{ source('{database}', 'events') }}}} AS e",
+    })
+    spark.sql(f"CREATE DATABASE {database}")
+    try:
+        spark.sql(f"CREATE TABLE {database}.events USING parquet AS SELECT id FROM range(1, 6)")
+        main(["--project-dir", str(root), "run"])
+        assert sorted(r.id for r in spark.table(f"{database}.events_fact").collect()) == [1, 2, 3, 4, 5]
+        store = open_state_store(StateSettings(type="postgres", dsn=postgres_dsn, offsets_table=f"{database}_offsets",
+                                               step_log_table=f"{database}_steps"))
+        assert store.get("events_fact").last == (5,) and len(store.steps("events_fact")) == 3  # steps of at most 2 rows
+        capsys.readouterr()
+        main(["--project-dir", str(root), "status"])
+        assert "events_fact" in capsys.readouterr().out
+    finally:
+        spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
