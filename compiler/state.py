@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from .errors import Problem, RunError
 from .project import StateSettings
@@ -294,7 +294,193 @@ def decode_position(text: str | None) -> Position | None:
     return None if text is None else tuple(json.loads(text))
 
 
-class SqliteStateStore(StateStore):
+class SqlStateStore(StateStore):
+    """The statements both SQL backends run; a backend gives its connections and its dialect.
+
+    ``_write()`` yields one transaction (committed at the end of the block, rolled back when it
+    raises) whose ``execute(sql, args)`` takes ``?`` markers; ``_locked`` reads a topic's row so
+    that no other writer changes it before the transaction ends; times go in through ``_time`` and
+    come out through ``_parse_time`` (SQLite keeps ISO text, PostgreSQL ``timestamptz``).
+    """
+
+    offsets_table: str
+    step_log_table: str
+    watch_table: str
+    claims_table: str
+    _for_update = ""  # what locks a row read in a transaction (SQLite's BEGIN IMMEDIATE locks the file)
+
+    @abstractmethod
+    def _write(self) -> Any: ...
+
+    @abstractmethod
+    def _read(self, sql: str, args: tuple = ()) -> list[Any]: ...
+
+    @abstractmethod
+    def _time(self, value: datetime | None) -> Any: ...
+
+    @abstractmethod
+    def _parse_time(self, value: Any) -> datetime | None: ...
+
+    def _serialize(self, db: Any, key: str) -> None:
+        """Make concurrent transactions on ``key`` wait for each other (a no-op where every write does)."""
+
+    def _locked(self, db: Any, topic: str) -> Any:
+        return db.execute(f"SELECT * FROM {self.offsets_table} WHERE topic = ?{self._for_update}", (topic,)).fetchone()
+
+    # -- reads ---------------------------------------------------------------------------
+    def get(self, topic: str) -> Offset | None:
+        rows = self._read(f"SELECT * FROM {self.offsets_table} WHERE topic = ?", (topic,))
+        return self._offset(rows[0]) if rows else None
+
+    def offsets(self) -> list[Offset]:
+        return [self._offset(r) for r in self._read(f"SELECT * FROM {self.offsets_table} ORDER BY topic")]
+
+    def steps(self, topic: str, limit: int = 20) -> list[StepLogRow]:
+        rows = self._read(f"SELECT * FROM {self.step_log_table} WHERE topic = ? ORDER BY id DESC LIMIT ?", (topic, limit))
+        return [self._step(r) for r in rows]
+
+    # -- leases --------------------------------------------------------------------------
+    def acquire(self, topic: str, holder: str, ttl_seconds: float, now: datetime) -> Lease:
+        with self._write() as db:
+            db.execute(f"INSERT INTO {self.offsets_table} (topic) VALUES (?) ON CONFLICT (topic) DO NOTHING", (topic,))
+            current = self._offset(self._locked(db, topic))
+            if current.held_at(now) and current.hostid != holder and not holder_is_gone(current.hostid):
+                raise LeaseHeld(topic, current.hostid, current.lease_expires)
+            lease = Lease(topic, holder, current.fence + 1, now + timedelta(seconds=ttl_seconds))
+            db.execute(f"UPDATE {self.offsets_table} SET hostid = ?, lease_expires = ?, fence = ? WHERE topic = ?",
+                       (holder, self._time(lease.expires_at), lease.token, topic))
+            return lease
+
+    def renew(self, lease: Lease, ttl_seconds: float, now: datetime) -> Lease:
+        renewed = Lease(lease.topic, lease.holder, lease.token, now + timedelta(seconds=ttl_seconds))
+        with self._write() as db:
+            self._check(db, lease)
+            db.execute(f"UPDATE {self.offsets_table} SET lease_expires = ? WHERE topic = ?",
+                       (self._time(renewed.expires_at), lease.topic))
+        return renewed
+
+    def release(self, lease: Lease) -> None:
+        with self._write() as db:
+            db.execute(f"UPDATE {self.offsets_table} SET hostid = '', lease_expires = NULL WHERE topic = ? AND fence = ?",
+                       (lease.topic, lease.token))
+
+    # -- fenced writes -------------------------------------------------------------------
+    def set_next(self, lease: Lease, next: Position, now: datetime) -> None:
+        with self._write() as db:
+            self._check(db, lease)
+            db.execute(f"UPDATE {self.offsets_table} SET next = ?, run = ?, consumer = ? WHERE topic = ?",
+                       (encode_position(next), self._time(now), lease.holder, lease.topic))
+
+    def set_state(self, lease: Lease, state: str, now: datetime, seen: Position | None = None) -> None:
+        with self._write() as db:
+            self._check(db, lease)
+            db.execute(f"UPDATE {self.offsets_table} SET state = ?, run = ?, seen = COALESCE(?, seen) WHERE topic = ?",
+                       (state, self._time(now), encode_position(seen), lease.topic))
+
+    def commit(self, lease: Lease, next: Position, rows: int, state: str, now: datetime) -> None:
+        self.commit_many([Commit(lease, next, rows, state, now)])
+
+    def commit_many(self, commits: Sequence[Commit]) -> None:
+        with self._write() as db:
+            for item in sorted(commits, key=lambda c: c.lease.topic):  # one lock order: no deadlock between runners
+                self._check(db, item.lease)
+                db.execute(
+                    f"UPDATE {self.offsets_table} SET last = ?, next = ?, rows = ?, state = ?, run = ?, consumer = ? WHERE topic = ?",
+                    (encode_position(item.next), encode_position(item.next), item.rows, item.state, self._time(item.now),
+                     item.lease.holder, item.lease.topic),
+                )
+
+    def reset(self, topic: str) -> None:
+        with self._write() as db:
+            db.execute(f"UPDATE {self.offsets_table} SET last = NULL, next = NULL, rows = 0, state = 'reset' WHERE topic = ?",
+                       (topic,))
+            db.execute(f"DELETE FROM {self.watch_table} WHERE topic = ?", (topic,))
+
+    def get_watch(self, topic: str) -> str | None:
+        rows = self._read(f"SELECT watch FROM {self.watch_table} WHERE topic = ?", (topic,))
+        return rows[0]["watch"] if rows else None
+
+    def put_watch(self, topic: str, watch: str) -> None:
+        with self._write() as db:
+            db.execute(f"INSERT INTO {self.watch_table} (topic, watch) VALUES (?, ?) "
+                       "ON CONFLICT (topic) DO UPDATE SET watch = excluded.watch", (topic, watch))
+
+    def log_step(self, row: StepLogRow) -> None:
+        with self._write() as db:
+            db.execute(
+                f"INSERT INTO {self.step_log_table} (topic, ts, rows, last, next, min_pos, max_pos, max_lag_seconds, "
+                "nulls, query_id, seconds, consumer, strategy, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (row.topic, self._time(row.ts), row.rows, encode_position(row.last), encode_position(row.next),
+                 encode_position(row.min_pos), encode_position(row.max_pos), row.max_lag_seconds,
+                 json.dumps(row.nulls, sort_keys=True), row.query_id, row.seconds, row.consumer, row.strategy,
+                 json.dumps(row.detail, sort_keys=True)),
+            )
+
+    # -- claims --------------------------------------------------------------------------
+    def claim(self, name: str, holder: str, command: str, ttl_seconds: float, now: datetime) -> Claim:
+        with self._write() as db:
+            self._serialize(db, f"{self.claims_table}:{name}")
+            row = db.execute(f"SELECT * FROM {self.claims_table} WHERE name = ?", (name,)).fetchone()
+            if row is not None:
+                current = self._claim(row)
+                if current.holder != holder and current.expires_at > now and not holder_is_gone(current.holder):
+                    return current
+            mine = Claim(name, holder, command, now, now + timedelta(seconds=ttl_seconds))
+            db.execute(f"INSERT INTO {self.claims_table} (name, holder, command, since, expires) VALUES (?, ?, ?, ?, ?) "
+                       "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, command = excluded.command, "
+                       "since = excluded.since, expires = excluded.expires",
+                       (name, holder, command, self._time(mine.since), self._time(mine.expires_at)))
+            return mine
+
+    def renew_claim(self, claim: Claim, ttl_seconds: float, now: datetime) -> Claim | None:
+        renewed = Claim(claim.name, claim.holder, claim.command, claim.since, now + timedelta(seconds=ttl_seconds))
+        with self._write() as db:
+            done = db.execute(f"UPDATE {self.claims_table} SET expires = ? WHERE name = ? AND holder = ?",
+                              (self._time(renewed.expires_at), claim.name, claim.holder)).rowcount
+        return renewed if done else None
+
+    def release_claim(self, claim: Claim) -> None:
+        with self._write() as db:
+            db.execute(f"DELETE FROM {self.claims_table} WHERE name = ? AND holder = ?", (claim.name, claim.holder))
+
+    def claims(self) -> list[Claim]:
+        return [self._claim(r) for r in self._read(f"SELECT * FROM {self.claims_table} ORDER BY name")]
+
+    def _check(self, db: Any, lease: Lease) -> None:
+        row = self._locked(db, lease.topic)
+        if row is None or row["fence"] != lease.token or row["hostid"] != lease.holder:
+            raise FencingError(lease.topic, lease.token, row["fence"] if row else 0, row["hostid"] if row else "")
+
+    # -- rows ----------------------------------------------------------------------------
+    def _offset(self, row: Any) -> Offset:
+        return Offset(
+            topic=row["topic"], last=decode_position(row["last"]), next=decode_position(row["next"]), rows=row["rows"],
+            run=self._parse_time(row["run"]), consumer=row["consumer"], state=row["state"], hostid=row["hostid"],
+            lease_expires=self._parse_time(row["lease_expires"]), fence=row["fence"], seen=decode_position(row["seen"]),
+        )
+
+    def _claim(self, row: Any) -> Claim:
+        return Claim(row["name"], row["holder"], row["command"], self._parse_time(row["since"]),
+                     self._parse_time(row["expires"]))
+
+    def _step(self, row: Any) -> StepLogRow:
+        return StepLogRow(
+            topic=row["topic"], ts=self._parse_time(row["ts"]), rows=row["rows"], last=decode_position(row["last"]),
+            next=decode_position(row["next"]), min_pos=decode_position(row["min_pos"]),
+            max_pos=decode_position(row["max_pos"]), max_lag_seconds=row["max_lag_seconds"],
+            nulls=json.loads(row["nulls"]), query_id=row["query_id"], seconds=row["seconds"], consumer=row["consumer"],
+            strategy=row["strategy"], detail=json.loads(row["detail"] or "{}"),
+        )
+
+
+def aware(value: datetime) -> datetime:
+    """State store times are timezone-aware (a naive one is a caller's bug)."""
+    if value.tzinfo is None:
+        raise ValueError("state store times must be timezone-aware")
+    return value
+
+
+class SqliteStateStore(SqlStateStore):
     """The embedded default: one SQLite file, WAL journal, ``BEGIN IMMEDIATE`` writes.
 
     A connection per operation, so one store is safe to share between threads and many
@@ -360,163 +546,8 @@ class SqliteStateStore(StateStore):
         finally:
             db.close()
 
-    # -- reads ---------------------------------------------------------------------------
-    def get(self, topic: str) -> Offset | None:
-        rows = self._read(f"SELECT * FROM {self.offsets_table} WHERE topic = ?", (topic,))
-        return _offset(rows[0]) if rows else None
+    def _time(self, value: datetime | None) -> str | None:
+        return None if value is None else aware(value).astimezone(timezone.utc).isoformat(timespec="microseconds")
 
-    def offsets(self) -> list[Offset]:
-        return [_offset(r) for r in self._read(f"SELECT * FROM {self.offsets_table} ORDER BY topic")]
-
-    def steps(self, topic: str, limit: int = 20) -> list[StepLogRow]:
-        rows = self._read(f"SELECT * FROM {self.step_log_table} WHERE topic = ? ORDER BY id DESC LIMIT ?", (topic, limit))
-        return [_step(r) for r in rows]
-
-    # -- leases --------------------------------------------------------------------------
-    def acquire(self, topic: str, holder: str, ttl_seconds: float, now: datetime) -> Lease:
-        with self._write() as db:
-            row = db.execute(f"SELECT * FROM {self.offsets_table} WHERE topic = ?", (topic,)).fetchone()
-            if row is None:
-                db.execute(f"INSERT INTO {self.offsets_table} (topic) VALUES (?)", (topic,))
-                current = Offset(topic)
-            else:
-                current = _offset(row)
-            if current.held_at(now) and current.hostid != holder and not holder_is_gone(current.hostid):
-                raise LeaseHeld(topic, current.hostid, current.lease_expires)
-            lease = Lease(topic, holder, current.fence + 1, now + timedelta(seconds=ttl_seconds))
-            db.execute(f"UPDATE {self.offsets_table} SET hostid = ?, lease_expires = ?, fence = ? WHERE topic = ?",
-                       (holder, _time(lease.expires_at), lease.token, topic))
-            return lease
-
-    def renew(self, lease: Lease, ttl_seconds: float, now: datetime) -> Lease:
-        renewed = Lease(lease.topic, lease.holder, lease.token, now + timedelta(seconds=ttl_seconds))
-        with self._write() as db:
-            self._check(db, lease)
-            db.execute(f"UPDATE {self.offsets_table} SET lease_expires = ? WHERE topic = ?",
-                       (_time(renewed.expires_at), lease.topic))
-        return renewed
-
-    def release(self, lease: Lease) -> None:
-        with self._write() as db:
-            db.execute(f"UPDATE {self.offsets_table} SET hostid = '', lease_expires = NULL WHERE topic = ? AND fence = ?",
-                       (lease.topic, lease.token))
-
-    # -- fenced writes -------------------------------------------------------------------
-    def set_next(self, lease: Lease, next: Position, now: datetime) -> None:
-        with self._write() as db:
-            self._check(db, lease)
-            db.execute(f"UPDATE {self.offsets_table} SET next = ?, run = ?, consumer = ? WHERE topic = ?",
-                       (encode_position(next), _time(now), lease.holder, lease.topic))
-
-    def set_state(self, lease: Lease, state: str, now: datetime, seen: Position | None = None) -> None:
-        with self._write() as db:
-            self._check(db, lease)
-            db.execute(f"UPDATE {self.offsets_table} SET state = ?, run = ?, seen = COALESCE(?, seen) WHERE topic = ?",
-                       (state, _time(now), encode_position(seen), lease.topic))
-
-    def commit(self, lease: Lease, next: Position, rows: int, state: str, now: datetime) -> None:
-        self.commit_many([Commit(lease, next, rows, state, now)])
-
-    def commit_many(self, commits: Sequence[Commit]) -> None:
-        with self._write() as db:
-            for item in commits:
-                self._check(db, item.lease)
-                db.execute(
-                    f"UPDATE {self.offsets_table} SET last = ?, next = ?, rows = ?, state = ?, run = ?, consumer = ? WHERE topic = ?",
-                    (encode_position(item.next), encode_position(item.next), item.rows, item.state, _time(item.now),
-                     item.lease.holder, item.lease.topic),
-                )
-
-    def reset(self, topic: str) -> None:
-        with self._write() as db:
-            db.execute(f"UPDATE {self.offsets_table} SET last = NULL, next = NULL, rows = 0, state = 'reset' WHERE topic = ?",
-                       (topic,))
-            db.execute(f"DELETE FROM {self.watch_table} WHERE topic = ?", (topic,))
-
-    def get_watch(self, topic: str) -> str | None:
-        rows = self._read(f"SELECT watch FROM {self.watch_table} WHERE topic = ?", (topic,))
-        return rows[0]["watch"] if rows else None
-
-    def put_watch(self, topic: str, watch: str) -> None:
-        with self._write() as db:
-            db.execute(f"INSERT INTO {self.watch_table} (topic, watch) VALUES (?, ?) "
-                       "ON CONFLICT (topic) DO UPDATE SET watch = excluded.watch", (topic, watch))
-
-    def log_step(self, row: StepLogRow) -> None:
-        with self._write() as db:
-            db.execute(
-                f"INSERT INTO {self.step_log_table} (topic, ts, rows, last, next, min_pos, max_pos, max_lag_seconds, "
-                "nulls, query_id, seconds, consumer, strategy, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (row.topic, _time(row.ts), row.rows, encode_position(row.last), encode_position(row.next),
-                 encode_position(row.min_pos), encode_position(row.max_pos), row.max_lag_seconds,
-                 json.dumps(row.nulls, sort_keys=True), row.query_id, row.seconds, row.consumer, row.strategy,
-                 json.dumps(row.detail, sort_keys=True)),
-            )
-
-    # -- claims --------------------------------------------------------------------------
-    def claim(self, name: str, holder: str, command: str, ttl_seconds: float, now: datetime) -> Claim:
-        with self._write() as db:
-            row = db.execute(f"SELECT * FROM {self.claims_table} WHERE name = ?", (name,)).fetchone()
-            if row is not None:
-                current = _claim(row)
-                if current.holder != holder and current.expires_at > now and not holder_is_gone(current.holder):
-                    return current
-            mine = Claim(name, holder, command, now, now + timedelta(seconds=ttl_seconds))
-            db.execute(f"INSERT INTO {self.claims_table} (name, holder, command, since, expires) VALUES (?, ?, ?, ?, ?) "
-                       "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, command = excluded.command, "
-                       "since = excluded.since, expires = excluded.expires",
-                       (name, holder, command, _time(mine.since), _time(mine.expires_at)))
-            return mine
-
-    def renew_claim(self, claim: Claim, ttl_seconds: float, now: datetime) -> Claim | None:
-        renewed = Claim(claim.name, claim.holder, claim.command, claim.since, now + timedelta(seconds=ttl_seconds))
-        with self._write() as db:
-            done = db.execute(f"UPDATE {self.claims_table} SET expires = ? WHERE name = ? AND holder = ?",
-                              (_time(renewed.expires_at), claim.name, claim.holder)).rowcount
-        return renewed if done else None
-
-    def release_claim(self, claim: Claim) -> None:
-        with self._write() as db:
-            db.execute(f"DELETE FROM {self.claims_table} WHERE name = ? AND holder = ?", (claim.name, claim.holder))
-
-    def claims(self) -> list[Claim]:
-        return [_claim(r) for r in self._read(f"SELECT * FROM {self.claims_table} ORDER BY name")]
-
-    def _check(self, db: sqlite3.Connection, lease: Lease) -> None:
-        row = db.execute(f"SELECT fence, hostid FROM {self.offsets_table} WHERE topic = ?", (lease.topic,)).fetchone()
-        if row is None or row["fence"] != lease.token or row["hostid"] != lease.holder:
-            raise FencingError(lease.topic, lease.token, row["fence"] if row else 0, row["hostid"] if row else "")
-
-
-def _time(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        raise ValueError("state store times must be timezone-aware")
-    return value.astimezone(timezone.utc).isoformat(timespec="microseconds")
-
-
-def _parse_time(text: str | None) -> datetime | None:
-    return None if text is None else datetime.fromisoformat(text)
-
-
-def _offset(row: sqlite3.Row) -> Offset:
-    return Offset(
-        topic=row["topic"], last=decode_position(row["last"]), next=decode_position(row["next"]), rows=row["rows"],
-        run=_parse_time(row["run"]), consumer=row["consumer"], state=row["state"], hostid=row["hostid"],
-        lease_expires=_parse_time(row["lease_expires"]), fence=row["fence"], seen=decode_position(row["seen"]),
-    )
-
-
-def _claim(row: sqlite3.Row) -> Claim:
-    return Claim(row["name"], row["holder"], row["command"], _parse_time(row["since"]), _parse_time(row["expires"]))
-
-
-def _step(row: sqlite3.Row) -> StepLogRow:
-    return StepLogRow(
-        topic=row["topic"], ts=_parse_time(row["ts"]), rows=row["rows"], last=decode_position(row["last"]),
-        next=decode_position(row["next"]), min_pos=decode_position(row["min_pos"]),
-        max_pos=decode_position(row["max_pos"]), max_lag_seconds=row["max_lag_seconds"],
-        nulls=json.loads(row["nulls"]), query_id=row["query_id"], seconds=row["seconds"], consumer=row["consumer"],
-        strategy=row["strategy"], detail=json.loads(row["detail"] or "{}"),
-    )
+    def _parse_time(self, value: str | None) -> datetime | None:
+        return None if value is None else datetime.fromisoformat(value)

@@ -32,6 +32,9 @@ CONFIG_KEYS = ("severity", "where", "store_failures", "store_failures_as", "warn
                "enabled", "tags", "schema", "alias", "database", "meta", "scope")
 SCOPES = ("all", "batch")  # batch: only what an mv's or fact's last batch wrote (``scope.py``)
 SEVERITIES = ("error", "warn")
+#: configs that take one of a few words, and what to say when one does not
+_CHOICES = {"severity": (SEVERITIES, "write severity: error or severity: warn"),
+            "scope": (SCOPES, "scope: batch tests only what an mv's or fact's last batch wrote")}
 _THRESHOLD = re.compile(r"^\s*(=|==|!=|<>|<|<=|>|>=)\s*-?\d+\s*$")
 _TEST_TYPE = re.compile(r"^(?:(?P<namespace>[A-Za-z_][A-Za-z0-9_]*)\.)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)$")
 
@@ -182,17 +185,12 @@ def test_config(values: Mapping[str, Any], path: str, line: int) -> tuple[TestCo
     for key, value in values.items():
         if value is None or key in ("meta", "database", "store_failures_as"):
             continue
-        if key == "severity":
+        if key in _CHOICES:
+            choices, hint = _CHOICES[key]
             value = str(value).lower()
-            if value not in SEVERITIES:
-                problems.append(Problem(f"severity '{values[key]}' is not error or warn", path, line, code="bad-test",
-                                        hint="write severity: error or severity: warn"))
-                continue
-        elif key == "scope":
-            value = str(value).lower()
-            if value not in SCOPES:
-                problems.append(Problem(f"scope '{values[key]}' is not all or batch", path, line, code="bad-test",
-                                        hint="scope: batch tests only what an mv's or fact's last batch wrote"))
+            if value not in choices:
+                problems.append(Problem(f"{key} '{values[key]}' is not {' or '.join(choices)}", path, line,
+                                        code="bad-test", hint=hint))
                 continue
         elif key in ("warn_if", "error_if"):
             value = str(value)
