@@ -219,6 +219,38 @@ def _run(manifest, selected, settings, store, threads, full_refresh, max_steps, 
 
 
 @cli.command()
+@_select
+@_exclude
+@_target
+@click.option("--interval", default=60.0, show_default=True, type=click.FloatRange(0.1), help="Seconds between two runs of one model.")
+@click.option("--ttl", default=30.0, show_default=True, type=click.FloatRange(1),
+              help="Seconds a runner's heartbeat and leases live: a dead runner's models move on after this.")
+@click.option("--max-steps", default=None, type=click.IntRange(1), help="At most this many steps per fact model and run.")
+@click.option("--turns", default=None, type=click.IntRange(1), hidden=True, help="Stop after this many turns (tests).")
+@click.pass_obj
+def serve(obj: _Context, select, exclude, target, interval, ttl, max_steps, turns) -> None:
+    """Refresh the selected models forever, sharing them with the other `serve` runners of the
+    target (one of them, elected, hands the models out). SIGTERM/Ctrl-C stops after the current step."""
+    from .artifacts import write_artifacts
+    from .drift import check_sources
+    from .lock import target_lock
+    from .select import select as choose
+    from .serve.runner import RunnerProcess, ServeOptions, job_order
+    from .spark import LazySession, spark_session
+    from .state import open_state_store
+
+    manifest = obj.manifest(target)
+    jobs = job_order(manifest, choose(manifest.graph, select, exclude))
+    settings = manifest.project.target(target)
+    store = open_state_store(settings.state)
+    write_artifacts(manifest, jobs)
+    delta = any(manifest.models[name].table_format == "delta" for name in jobs)
+    spark = LazySession(lambda: spark_session(settings, delta=delta or None), then=lambda session: check_sources(session, manifest, jobs))
+    with target_lock(store, settings):
+        RunnerProcess(manifest, jobs, store, spark, ServeOptions(interval, ttl, max_steps, turns), click.echo).serve()
+
+
+@cli.command()
 @click.option("--select", "-s", "name", default=None, help="The model whose SELECT to run.")
 @click.option("--inline", default=None, help="A query instead, with {{ ref('model') }} / {{ source('a', 'b') }}.")
 @click.option("--limit", default=5, show_default=True, type=click.IntRange(1), help="Rows to show.")
@@ -308,12 +340,15 @@ def status(obj: _Context, select, exclude, target) -> None:
     from .kinds.fact.steps import utc_now
     from .select import select as choose
     from .state import open_state_store
-    from .status import claim_lines, status_lines
+    from .serve.coordinator import COORDINATOR
+    from .status import claim_lines, runner_lines, status_lines
 
     manifest = obj.manifest(target)
     chosen = set(choose(manifest.graph, select, exclude)) if select or exclude else None
     store = open_state_store(manifest.project.target(target).state)
-    click.echo("\n".join([*claim_lines(store.claims(), utc_now()), *status_lines(store.offsets(), utc_now(), chosen)]))
+    now = utc_now()
+    runners = runner_lines(store.runners(), store.assignments(), store.get(COORDINATOR), now)
+    click.echo("\n".join([*claim_lines(store.claims(), now), *runners, *status_lines(store.offsets(), now, chosen)]))
 
 
 @cli.command()

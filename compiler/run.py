@@ -94,6 +94,9 @@ class RunOptions:
     file_check: bool = True  # first ask compiler.watch whether anything moved, without Spark
     phase: PhaseHook = no_phase  # named crash points (the kill-point tests)
     echo: Printer = print
+    holder: str | None = None  # who takes the topics' leases (None: this process, ``state.default_holder``)
+    lease_ttl: float | None = None  # seconds a lease lives unless renewed (None: each kind's default)
+    stopping: Callable[[], bool] = lambda: False  # ``mvflow serve`` is stopping: a fact starts no new step
 
 
 def run_models(

@@ -101,6 +101,32 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class Runner:
+    """A ``mvflow serve`` process (seed 000's ``mv_runners``): who, since when, its last heartbeat,
+    and the job it works on now (``""``: idle)."""
+
+    id: str  # host:pid:random, as leases name their holder
+    command: str
+    started: datetime
+    heartbeat: datetime
+    doing: str = ""
+    doing_since: datetime | None = None
+
+    def alive_at(self, now: datetime, ttl_seconds: float) -> bool:
+        return self.heartbeat + timedelta(seconds=ttl_seconds) > now and not holder_is_gone(self.id)
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A job (a model) handed to a runner by the coordinator whose lease had fencing ``token``."""
+
+    job: str
+    runner: str
+    token: int
+    since: datetime
+
+
+@dataclass(frozen=True)
 class StepLogRow:
     """One step: what it covered, what it wrote, how late it was."""
 
@@ -118,6 +144,7 @@ class StepLogRow:
     consumer: str = ""
     strategy: str = ""  # an MV batch: incremental | chunked | full (``compiler.kinds.mv.strategy``)
     detail: dict = field(default_factory=dict)  # an MV batch: affected keys, MV rows, chunks, estimates
+    token: int = 0  # the fencing token of the lease the step was written under
 
 
 class LeaseHeld(RunError):
@@ -223,6 +250,27 @@ class StateStore(ABC):
     def claims(self) -> list[Claim]:
         """Every recorded claim, live or not, sorted by name."""
 
+    @abstractmethod
+    def heartbeat(self, runner: str, command: str, now: datetime, doing: str) -> None:
+        """Record that ``runner`` lives (registering it if new or dropped) and what it works on."""
+
+    @abstractmethod
+    def leave(self, runner: str) -> None:
+        """Remove a stopping runner (its assignments stay until the coordinator hands them on)."""
+
+    @abstractmethod
+    def runners(self) -> list[Runner]:
+        """Every registered runner, live or not, sorted by id."""
+
+    @abstractmethod
+    def assign(self, lease: Lease, assignments: dict[str, str], gone: Sequence[str], now: datetime) -> None:
+        """The coordinator's write (fenced by its lease): drop the ``gone`` runners, then make the
+        assignments ``{job: runner}`` exactly these (unchanged ones keep their token and time)."""
+
+    @abstractmethod
+    def assignments(self) -> list[Assignment]:
+        """Every job's assignment, sorted by job."""
+
 
 def open_state_store(settings: StateSettings) -> StateStore:
     """The state store a target names: ``sqlite`` (a file) or ``postgres`` (``dsn``, shared by hosts)."""
@@ -307,6 +355,8 @@ class SqlStateStore(StateStore):
     step_log_table: str
     watch_table: str
     claims_table: str
+    runners_table: str
+    assignments_table: str
     _for_update = ""  # what locks a row read in a transaction (SQLite's BEGIN IMMEDIATE locks the file)
 
     @abstractmethod
@@ -320,6 +370,13 @@ class SqlStateStore(StateStore):
 
     @abstractmethod
     def _parse_time(self, value: Any) -> datetime | None: ...
+
+    def _name_tables(self, offsets_table: str, step_log_table: str) -> None:
+        """The tables' names: the others are named after the offsets, so stores sharing a database stay apart."""
+        valid_table_names(offsets_table, step_log_table)
+        self.offsets_table, self.step_log_table = offsets_table, step_log_table
+        self.watch_table, self.claims_table = f"{offsets_table}_watch", f"{offsets_table}_claims"
+        self.runners_table, self.assignments_table = f"{offsets_table}_runners", f"{offsets_table}_assignments"
 
     def _serialize(self, db: Any, key: str) -> None:
         """Make concurrent transactions on ``key`` wait for each other (a no-op where every write does)."""
@@ -409,11 +466,11 @@ class SqlStateStore(StateStore):
         with self._write() as db:
             db.execute(
                 f"INSERT INTO {self.step_log_table} (topic, ts, rows, last, next, min_pos, max_pos, max_lag_seconds, "
-                "nulls, query_id, seconds, consumer, strategy, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "nulls, query_id, seconds, consumer, strategy, detail, token) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (row.topic, self._time(row.ts), row.rows, encode_position(row.last), encode_position(row.next),
                  encode_position(row.min_pos), encode_position(row.max_pos), row.max_lag_seconds,
                  json.dumps(row.nulls, sort_keys=True), row.query_id, row.seconds, row.consumer, row.strategy,
-                 json.dumps(row.detail, sort_keys=True)),
+                 json.dumps(row.detail, sort_keys=True), row.token),
             )
 
     # -- claims --------------------------------------------------------------------------
@@ -446,6 +503,43 @@ class SqlStateStore(StateStore):
     def claims(self) -> list[Claim]:
         return [self._claim(r) for r in self._read(f"SELECT * FROM {self.claims_table} ORDER BY name")]
 
+    # -- runners (``mvflow serve``) ------------------------------------------------------
+    def heartbeat(self, runner: str, command: str, now: datetime, doing: str) -> None:
+        with self._write() as db:
+            row = db.execute(f"SELECT doing, doing_since FROM {self.runners_table} WHERE id = ?", (runner,)).fetchone()
+            since = (row["doing_since"] if row is not None and row["doing"] == doing else self._time(now)) if doing else None
+            db.execute(f"INSERT INTO {self.runners_table} (id, command, started, heartbeat, doing, doing_since) "
+                       "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET heartbeat = excluded.heartbeat, "
+                       "doing = excluded.doing, doing_since = excluded.doing_since",
+                       (runner, command, self._time(now), self._time(now), doing, since))
+
+    def leave(self, runner: str) -> None:
+        with self._write() as db:
+            db.execute(f"DELETE FROM {self.runners_table} WHERE id = ?", (runner,))
+
+    def runners(self) -> list[Runner]:
+        return [Runner(r["id"], r["command"], self._parse_time(r["started"]), self._parse_time(r["heartbeat"]),
+                       r["doing"], self._parse_time(r["doing_since"]))
+                for r in self._read(f"SELECT * FROM {self.runners_table} ORDER BY id")]
+
+    def assign(self, lease: Lease, assignments: dict[str, str], gone: Sequence[str], now: datetime) -> None:
+        with self._write() as db:
+            self._check(db, lease)
+            for runner in gone:
+                db.execute(f"DELETE FROM {self.runners_table} WHERE id = ?", (runner,))
+            current = {r["job"]: r["runner"] for r in db.execute(f"SELECT job, runner FROM {self.assignments_table}").fetchall()}
+            for job in sorted(set(current) - set(assignments)):
+                db.execute(f"DELETE FROM {self.assignments_table} WHERE job = ?", (job,))
+            for job, runner in sorted(assignments.items()):
+                if current.get(job) != runner:
+                    db.execute(f"INSERT INTO {self.assignments_table} (job, runner, token, since) VALUES (?, ?, ?, ?) "
+                               "ON CONFLICT (job) DO UPDATE SET runner = excluded.runner, token = excluded.token, "
+                               "since = excluded.since", (job, runner, lease.token, self._time(now)))
+
+    def assignments(self) -> list[Assignment]:
+        return [Assignment(r["job"], r["runner"], r["token"], self._parse_time(r["since"]))
+                for r in self._read(f"SELECT * FROM {self.assignments_table} ORDER BY job")]
+
     def _check(self, db: Any, lease: Lease) -> None:
         row = self._locked(db, lease.topic)
         if row is None or row["fence"] != lease.token or row["hostid"] != lease.holder:
@@ -469,7 +563,7 @@ class SqlStateStore(StateStore):
             next=decode_position(row["next"]), min_pos=decode_position(row["min_pos"]),
             max_pos=decode_position(row["max_pos"]), max_lag_seconds=row["max_lag_seconds"],
             nulls=json.loads(row["nulls"]), query_id=row["query_id"], seconds=row["seconds"], consumer=row["consumer"],
-            strategy=row["strategy"], detail=json.loads(row["detail"] or "{}"),
+            strategy=row["strategy"], detail=json.loads(row["detail"] or "{}"), token=row["token"],
         )
 
 
@@ -488,11 +582,8 @@ class SqliteStateStore(SqlStateStore):
     """
 
     def __init__(self, path: Path, offsets_table: str = "offsets", step_log_table: str = "step_log"):
-        valid_table_names(offsets_table, step_log_table)
+        self._name_tables(offsets_table, step_log_table)
         self.path = Path(path)
-        self.offsets_table, self.step_log_table = offsets_table, step_log_table
-        self.watch_table = f"{offsets_table}_watch"  # named after the offsets: stores sharing a file stay apart
-        self.claims_table = f"{offsets_table}_claims"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._write() as db:
             db.execute(f"""CREATE TABLE IF NOT EXISTS {offsets_table} (
@@ -506,16 +597,20 @@ class SqliteStateStore(SqlStateStore):
                 id INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT NOT NULL, ts TEXT NOT NULL, rows INTEGER NOT NULL,
                 last TEXT, next TEXT, min_pos TEXT, max_pos TEXT, max_lag_seconds REAL, nulls TEXT NOT NULL,
                 query_id TEXT NOT NULL, seconds REAL NOT NULL, consumer TEXT NOT NULL,
-                strategy TEXT NOT NULL DEFAULT '', detail TEXT NOT NULL DEFAULT '{{}}')""")
+                strategy TEXT NOT NULL DEFAULT '', detail TEXT NOT NULL DEFAULT '{{}}', token INTEGER NOT NULL DEFAULT 0)""")
             logged = {row["name"] for row in db.execute(f"PRAGMA table_info({step_log_table})")}
-            for column in ("strategy", "detail"):  # a state store written by an older mvflow
+            added = {"strategy": "TEXT NOT NULL DEFAULT ''", "detail": "TEXT NOT NULL DEFAULT '{}'", "token": "INTEGER NOT NULL DEFAULT 0"}
+            for column, declared in added.items():  # a state store written by an older mvflow
                 if column not in logged:
-                    default = "'{}'" if column == "detail" else "''"
-                    db.execute(f"ALTER TABLE {step_log_table} ADD COLUMN {column} TEXT NOT NULL DEFAULT {default}")
+                    db.execute(f"ALTER TABLE {step_log_table} ADD COLUMN {column} {declared}")
             db.execute(f"CREATE INDEX IF NOT EXISTS {step_log_table}_topic ON {step_log_table} (topic, id)")
             db.execute(f"CREATE TABLE IF NOT EXISTS {self.watch_table} (topic TEXT PRIMARY KEY, watch TEXT NOT NULL)")
             db.execute(f"""CREATE TABLE IF NOT EXISTS {self.claims_table} (name TEXT PRIMARY KEY, holder TEXT NOT NULL,
                 command TEXT NOT NULL, since TEXT NOT NULL, expires TEXT NOT NULL)""")
+            db.execute(f"""CREATE TABLE IF NOT EXISTS {self.runners_table} (id TEXT PRIMARY KEY, command TEXT NOT NULL,
+                started TEXT NOT NULL, heartbeat TEXT NOT NULL, doing TEXT NOT NULL DEFAULT '', doing_since TEXT)""")
+            db.execute(f"""CREATE TABLE IF NOT EXISTS {self.assignments_table} (job TEXT PRIMARY KEY, runner TEXT NOT NULL,
+                token INTEGER NOT NULL, since TEXT NOT NULL)""")
 
     # -- connections ---------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, Iterator
 
 from .errors import Problem, RunError
-from .state import SqlStateStore, aware, valid_table_names
+from .state import SqlStateStore, aware
 
 
 class PostgresStateStore(SqlStateStore):
@@ -27,11 +27,9 @@ class PostgresStateStore(SqlStateStore):
     def __init__(self, dsn: str, offsets_table: str = "offsets", step_log_table: str = "step_log"):
         import psycopg  # only a target with a postgres state store needs the driver loaded
 
-        valid_table_names(offsets_table, step_log_table)
+        self._name_tables(offsets_table, step_log_table)
         self._psycopg = psycopg
         self.dsn = dsn
-        self.offsets_table, self.step_log_table = offsets_table, step_log_table
-        self.watch_table, self.claims_table = f"{offsets_table}_watch", f"{offsets_table}_claims"
         with self._write() as db:
             self._serialize(db, offsets_table)  # one creator at a time
             db.execute(f"""CREATE TABLE IF NOT EXISTS {offsets_table} (
@@ -42,11 +40,17 @@ class PostgresStateStore(SqlStateStore):
                 id BIGSERIAL PRIMARY KEY, topic TEXT NOT NULL, ts TIMESTAMPTZ NOT NULL, rows BIGINT NOT NULL,
                 last TEXT, next TEXT, min_pos TEXT, max_pos TEXT, max_lag_seconds DOUBLE PRECISION, nulls TEXT NOT NULL,
                 query_id TEXT NOT NULL, seconds DOUBLE PRECISION NOT NULL, consumer TEXT NOT NULL,
-                strategy TEXT NOT NULL DEFAULT '', detail TEXT NOT NULL DEFAULT '{{}}')""")
+                strategy TEXT NOT NULL DEFAULT '', detail TEXT NOT NULL DEFAULT '{{}}', token BIGINT NOT NULL DEFAULT 0)""")
+            db.execute(f"ALTER TABLE {step_log_table} ADD COLUMN IF NOT EXISTS token BIGINT NOT NULL DEFAULT 0")
             db.execute(f"CREATE INDEX IF NOT EXISTS {step_log_table}_topic ON {step_log_table} (topic, id)")
             db.execute(f"CREATE TABLE IF NOT EXISTS {self.watch_table} (topic TEXT PRIMARY KEY, watch TEXT NOT NULL)")
             db.execute(f"""CREATE TABLE IF NOT EXISTS {self.claims_table} (name TEXT PRIMARY KEY, holder TEXT NOT NULL,
                 command TEXT NOT NULL, since TIMESTAMPTZ NOT NULL, expires TIMESTAMPTZ NOT NULL)""")
+            db.execute(f"""CREATE TABLE IF NOT EXISTS {self.runners_table} (id TEXT PRIMARY KEY, command TEXT NOT NULL,
+                started TIMESTAMPTZ NOT NULL, heartbeat TIMESTAMPTZ NOT NULL, doing TEXT NOT NULL DEFAULT '',
+                doing_since TIMESTAMPTZ)""")
+            db.execute(f"""CREATE TABLE IF NOT EXISTS {self.assignments_table} (job TEXT PRIMARY KEY, runner TEXT NOT NULL,
+                token BIGINT NOT NULL, since TIMESTAMPTZ NOT NULL)""")
 
     # -- connections ---------------------------------------------------------------------
     def _connect(self) -> Any:

@@ -24,9 +24,10 @@ from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from .kinds.mv.storage import MvState
-from .state import Claim, Offset, Position, StepLogRow, holder_is_gone
+from .state import Assignment, Claim, Offset, Position, Runner, StepLogRow, holder_is_gone
 
 NONE = "-"
+SERVE_TOPICS = "serve:"  # the coordinator's lease (compiler.serve.coordinator), shown with the runners
 COLUMNS = (("topic", "topic"), ("last", "last"), ("next (in flight)", "next"), ("behind source", "behind"),
            ("age", "age"), ("rows", "rows"), ("holder", "holder"), ("state", "state"))
 # Input topics whose positions are Delta table versions (compiler.kinds.mv.change_modes tags their state).
@@ -75,7 +76,7 @@ def status_lines(offsets: list[Offset], now: datetime, topics: set[str] | None =
 def topic_statuses(offsets: list[Offset], now: datetime) -> list[TopicStatus]:
     """Every topic's status; which positions are batch numbers is read from the offsets themselves."""
     batches = batch_topics(offsets)
-    return [topic_status(o, now, batches) for o in offsets]
+    return [topic_status(o, now, batches) for o in offsets if not o.topic.startswith(SERVE_TOPICS)]
 
 
 def topic_status(offset: Offset, now: datetime, batches: set[str]) -> TopicStatus:
@@ -138,6 +139,39 @@ def claim_lines(claims: list[Claim], now: datetime) -> list[str]:
             lines.append(f"{what}: free (the last holder, {claim_words(claim, now)}, let its claim expire)")
         else:
             lines.append(f"{what}: in use by {claim_words(claim, now)}")
+    return lines
+
+
+def runner_lines(runners: list[Runner], assignments: list[Assignment], coordinator: Offset | None,
+                 now: datetime) -> list[str]:
+    """The ``mvflow serve`` runners: the coordinator, then one line per runner with its heartbeat,
+    what it works on and the jobs assigned to it (``compiler.serve``).
+
+    >>> t = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+    >>> boss = Offset("serve:coordinator", hostid="h:42:ab", lease_expires=t.replace(second=20), fence=3)
+    >>> print("\\n".join(runner_lines([Runner("h:42:ab", "mvflow serve", t, t.replace(second=8), "orders", t)],
+    ...                               [Assignment("orders", "h:42:ab", 3, t), Assignment("wide", "h:42:ab", 3, t)],
+    ...                               boss, t.replace(second=10))))
+    coordinator: h:42:ab (token 3, lease until 12:00:20)
+    runner   started   heartbeat  doing         jobs
+    h:42:ab  12:00:00  2s ago     orders (10s)  orders, wide
+    """
+    if not runners and not assignments:
+        return []
+    held = coordinator is not None and coordinator.held_at(now)
+    lines = [f"coordinator: {coordinator.hostid} (token {coordinator.fence}, lease until {coordinator.lease_expires:%H:%M:%S})"
+             if held else "coordinator: none (the next runner's tick elects one)"]
+    table = [["runner", "started", "heartbeat", "doing", "jobs"]]
+    for runner in runners:
+        doing = f"{runner.doing} ({duration((now - runner.doing_since).total_seconds())})" if runner.doing else NONE
+        jobs = ", ".join(a.job for a in assignments if a.runner == runner.id) or NONE
+        table.append([runner.id, f"{runner.started:%H:%M:%S}", f"{duration((now - runner.heartbeat).total_seconds())} ago",
+                      doing, jobs])
+    orphans = [a.job for a in assignments if a.runner not in {r.id for r in runners}]
+    widths = [max(len(row[i]) for row in table) for i in range(4)]
+    lines += ["  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[-1]]).rstrip() for row in table]
+    if orphans:
+        lines.append(f"assigned to runners gone: {', '.join(orphans)} (the coordinator hands them on)")
     return lines
 
 

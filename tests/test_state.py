@@ -209,6 +209,41 @@ def test_step_log_newest_first(store):
     assert rows[0].nulls == {"x": 2} and rows[0].max_pos == POS2 and rows[0].ts == at(2) and rows[0].query_id == "q2"
 
 
+def test_step_log_keeps_the_fencing_token(store):
+    lease = store.acquire("orders", "a", 60, at(0))
+    store.log_step(StepLogRow("orders", at(1), 5, consumer="a", token=lease.token))
+    assert store.steps("orders")[0].token == lease.token == 1
+
+
+def test_runners_register_beat_and_leave(store):
+    store.heartbeat("h:1:a", "mvflow serve", at(0), "")
+    store.heartbeat("h:2:b", "mvflow serve", at(1), "orders")
+    store.heartbeat("h:2:b", "mvflow serve", at(5), "orders")  # still on it: since stays
+    a, b = store.runners()
+    assert (a.id, a.doing, a.heartbeat) == ("h:1:a", "", at(0))
+    assert (b.doing, b.doing_since, b.heartbeat, b.started) == ("orders", at(1), at(5), at(1))
+    assert b.alive_at(at(10), ttl_seconds=30) and not b.alive_at(at(40), ttl_seconds=30)
+    store.leave("h:1:a")
+    assert [r.id for r in store.runners()] == ["h:2:b"]
+
+
+def test_assignments_are_fenced_by_the_coordinators_lease(store):
+    old = store.acquire("serve:coordinator", "a", 10, at(0))
+    store.heartbeat("r1", "mvflow serve", at(0), "")
+    store.heartbeat("r2", "mvflow serve", at(0), "")
+    store.assign(old, {"orders": "r1", "wide": "r2"}, [], at(1))
+    assert [(x.job, x.runner, x.token) for x in store.assignments()] == [("orders", "r1", 1), ("wide", "r2", 1)]
+    new = store.acquire("serve:coordinator", "b", 10, at(20))  # a's lease expired
+    with pytest.raises(FencingError):
+        store.assign(old, {"orders": "r2"}, ["r1"], at(21))
+    store.assign(new, {"orders": "r2", "wide": "r2"}, ["r1"], at(22))
+    assert [(x.job, x.runner, x.token, x.since) for x in store.assignments()] == [
+        ("orders", "r2", 2, at(22)), ("wide", "r2", 1, at(1))]  # unchanged: keeps its token and time
+    assert [r.id for r in store.runners()] == ["r2"]
+    store.assign(new, {}, [], at(23))
+    assert store.assignments() == []
+
+
 def test_times_must_be_timezone_aware(store):
     with pytest.raises(ValueError):
         store.acquire("orders", "a", 60, datetime(2024, 1, 1))

@@ -41,7 +41,11 @@ class FactKind(ModelKind):
         from .steps import StepOptions, fact_runner
 
         steps = StepOptions(max_steps=options.max_steps, full_refresh=options.full_refresh,
-                            file_check=options.file_check, phase=options.phase)
+                            file_check=options.file_check, phase=options.phase, stopping=options.stopping)
+        if options.holder:
+            steps.holder = options.holder
+        if options.lease_ttl:
+            steps.lease_ttl_seconds = options.lease_ttl
         return fact_runner(options.store, steps, options.echo)
 
     def run_files(self, manifest: "Manifest", model: "Model") -> dict[str, str]:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Callable
 from ... import watch
 from ...compile import Manifest, Model
 from ...errors import MvflowError, Problem, RunError
+from ...leases import kept
 from ...phases import PhaseHook, no_phase
 from ...run import Result, _spark_message
 from ...state import Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
@@ -55,6 +56,7 @@ class StepOptions:
     holder: str = field(default_factory=default_holder)
     clock: Callable[[], datetime] = utc_now
     phase: PhaseHook = no_phase
+    stopping: Callable[[], bool] = lambda: False  # a graceful stop asked: no new step starts
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,8 @@ def run_fact(spark: "SparkSession", manifest: Manifest, model: Model, store: Sta
     try:
         observed = watch.observe(spark, store, spec)
         stepper = _Stepper(spark, manifest, plan, store, lease, options, echo, result)
-        stepper.run()
+        with kept(store, lambda: [stepper.lease], options.lease_ttl_seconds, options.clock):
+            stepper.run()
         if stepper.settled:
             watch.record(store, spec, observed, stepper.ready_at)
     except MvflowError as exc:
@@ -211,6 +214,9 @@ class _Stepper:
                 code="fact-format"))
         self.table_ready = stored is not None
         while self.options.max_steps is None or self.steps < self.options.max_steps:
+            if self.options.stopping():
+                self.note(f"stopped after {self.steps} step(s): the runner is stopping")
+                return
             self.lease = store.renew(self.lease, self.options.lease_ttl_seconds, self.options.clock())
             if not self.step(store.get(plan.topic)):
                 return
@@ -274,7 +280,7 @@ class _Stepper:
         self.store.log_step(StepLogRow(
             plan.topic, now, rows, last=last, next=next_, min_pos=first, max_pos=next_, max_lag_seconds=lag,
             nulls={k: int(v) for k, v in nulls.items() if v}, query_id=group,
-            seconds=round(time.monotonic() - began, 3), consumer=self.lease.holder))
+            seconds=round(time.monotonic() - began, 3), consumer=self.lease.holder, token=self.lease.token))
         phase("fact:step-logged")
         self.echo(f"  {plan.topic}: step {self.steps}{' (redo)' if redo else ''} ({_show(last)}, {_show(next_)}] "
                   f"{rows:,} rows in {time.monotonic() - began:.1f}s")

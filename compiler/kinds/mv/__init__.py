@@ -52,7 +52,8 @@ class MvKind(ModelKind):
     def runner(self, options: "RunOptions") -> ModelRunner:
         from .refresh import mv_runner
 
-        return mv_runner(options.store, options.full_refresh, options.echo, options.file_check, options.phase)
+        return mv_runner(options.store, options.full_refresh, options.echo, options.file_check, options.phase,
+                         options.holder, options.lease_ttl)
 
     def run_files(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
         header = f"-- mvflow: {model.name} (mv), derived from {model.path}\n"

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ... import watch
+from ...leases import kept
 from ...phases import PhaseHook, no_phase
 from ...state import Commit, Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
 from ...table_format import DELTA
@@ -110,12 +111,14 @@ def _watched_definition(plan: MvPlan, derived: Derived) -> str:
 # -- the runner ------------------------------------------------------------------------------
 def mv_runner(store: StateStore | None = None, full_refresh: bool = False,
               echo: Callable[[str], None] = lambda _: None, file_check: bool = True,
-              phase: PhaseHook = no_phase) -> Callable[["SparkSession", "Manifest", "Model"], "Result"]:
+              phase: PhaseHook = no_phase, holder: str | None = None,
+              lease_seconds: float | None = None) -> Callable[["SparkSession", "Manifest", "Model"], "Result"]:
     """The ``mv`` runner for ``run_models`` (``runners={"mv": mv_runner(store, ...)}``)."""
 
     def run(spark: "SparkSession", manifest: "Manifest", model: "Model") -> "Result":
         chosen = store or open_state_store(manifest.project.target(manifest.target).state)
-        return run_mv(spark, manifest, model, chosen, full_refresh, echo, file_check, phase)
+        return run_mv(spark, manifest, model, chosen, full_refresh, echo, file_check, phase,
+                      holder=holder, lease_seconds=lease_seconds or LEASE_SECONDS)
 
     return run
 
@@ -123,7 +126,8 @@ def mv_runner(store: StateStore | None = None, full_refresh: bool = False,
 def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: StateStore,
            full_refresh: bool = False, echo: Callable[[str], None] = lambda _: None,
            file_check: bool = True, phase: PhaseHook = no_phase,
-           now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> "Result":
+           now: Callable[[], datetime] = lambda: datetime.now(timezone.utc), holder: str | None = None,
+           lease_seconds: float = LEASE_SECONDS) -> "Result":
     """Refresh one MV and report it as a run Result (errors become an error Result). Within
     ``min_interval`` of its last batch it is not due; with ``file_check``, first ask
     ``compiler.watch`` whether anything moved. Both are answered without Spark. A redone batch
@@ -147,11 +151,12 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
             result.message = f"up to date (no input file or upstream batch moved since batch {json.loads(seen.last)[0]})"
         else:
             observed = watch.observe(spark, store, spec)
-            outcomes = [refresh_mv(spark, manifest, model, store, full_refresh=full_refresh, now=now, phase=phase, echo=echo)]
+            leasing = {"holder": holder, "lease_seconds": lease_seconds, "now": now, "phase": phase, "echo": echo}
+            outcomes = [refresh_mv(spark, manifest, model, store, full_refresh=full_refresh, **leasing)]
             # A redo covers only the ranges planned before the crash: what landed since is the next
             # batch's, whose ranges reach what its own probe sees.
             if not outcomes[0].covered:
-                outcomes.append(refresh_mv(spark, manifest, model, store, now=now, phase=phase, echo=echo))
+                outcomes.append(refresh_mv(spark, manifest, model, store, **leasing))
             if outcomes[-1].covered:  # a watch may only claim what the batches read
                 watch.record(store, spec, observed)
             result.rows = sum(o.rows if o.mode == "build" else o.affected for o in outcomes)
@@ -235,7 +240,7 @@ def _kind(kind: object) -> MvKind:
 
 
 def refresh_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: StateStore,
-               full_refresh: bool = False, holder: str | None = None,
+               full_refresh: bool = False, holder: str | None = None, lease_seconds: float = LEASE_SECONDS,
                now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
                phase: PhaseHook = no_phase, echo: Callable[[str], None] = lambda _: None) -> Outcome:
     """One refresh of an MV: a full build on the first run, on ``full_refresh``, on a changed
@@ -243,6 +248,7 @@ def refresh_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", stor
     every point of ``compiler.phases.MV_PHASES`` the batch passes (tests crash it there)."""
     plan = mv_plan(model, manifest)
     run = _Refresh(spark, plan, derived(manifest, model), store, holder or default_holder(), now, phase, echo, model.kind)
+    run.lease_seconds = lease_seconds
     return run.execute(full_refresh)
 
 
@@ -255,6 +261,7 @@ class _Refresh:
         self.broadcast = spark.sparkContext.getConf().get(BROADCAST, "10MB")
         self.holder, self.now, self.phase, self.echo, self.kind = holder, now, phase, echo, kind
         self.leases: dict[str, Lease] = {}
+        self.lease_seconds = LEASE_SECONDS
         self.views: list[str] = []
         self.frames: list["DataFrame"] = []
         self.probe = Probe()
@@ -272,13 +279,14 @@ class _Refresh:
 
     # -- orchestration -------------------------------------------------------------------
     def execute(self, full_refresh: bool) -> Outcome:
-        self.leases[self.plan.topic()] = self.store.acquire(self.plan.topic(), self.holder, LEASE_SECONDS, self.now())
+        self.leases[self.plan.topic()] = self.store.acquire(self.plan.topic(), self.holder, self.lease_seconds, self.now())
         try:
             for input_id in self.plan.inputs:
                 topic = self.plan.topic(input_id)
-                self.leases[topic] = self.store.acquire(topic, self.holder, LEASE_SECONDS, self.now())
+                self.leases[topic] = self.store.acquire(topic, self.holder, self.lease_seconds, self.now())
             self.phase("mv:leased")
-            return self._batch(full_refresh)
+            with kept(self.store, self.leases.values, self.lease_seconds, self.now):
+                return self._batch(full_refresh)
         finally:
             self._adaptive(True)  # the target's setting back
             self._drop_views()
@@ -606,6 +614,7 @@ class _Refresh:
                   **({"estimates": decision.to_dict()["estimates"], "reason": decision.reason} if decision else {})}
         self.store.log_step(StepLogRow(self.plan.topic(), now, affected, last=(batch - 1,), next=(last,),
                                        seconds=time.monotonic() - self.started, consumer=self.holder,
+                                       token=self.leases[self.plan.topic()].token,
                                        strategy=decision.strategy or "" if decision else "", detail=detail))
         self.phase("mv:step-logged")
         for input_id, mode in self.modes.items():

@@ -1,0 +1,203 @@
+"""``mvflow serve``: one runner process that refreshes the jobs handed to it, forever.
+
+Every runner (seed 000's MvRunner) registers in the state store and beats a heartbeat from a
+control thread, which also plays coordinator when it wins that lease (``coordinator``). The main
+thread works: it runs, in dependency order, the jobs (models) assigned to this runner that are
+due (``due``), each with the topics' leases held in this runner's name, so a job moved away mid-step
+is refused to its new runner until the step ends or its lease expires.
+
+SIGTERM or SIGINT asks for a graceful stop: the running model finishes (a fact ends after its
+current step), the runner leaves the store and gives up the coordinator's lease, so the others
+take its jobs over at their next tick. A second signal cancels the Spark jobs and exits at once:
+the abandoned step is redone by the next holder from the offsets (``next`` is written before the
+work).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Callable
+
+import networkx as nx
+
+from ..graph import model_id
+from ..run import RunOptions, run_models
+from ..state import StateStore, default_holder, holder_is_gone
+from .coordinator import Coordinator
+
+if TYPE_CHECKING:
+    from ..compile import Manifest
+
+ONCE = ("view",)  # kinds whose run only (re)creates a definition: once per assignment
+
+
+@dataclass
+class ServeOptions:
+    interval: float = 60.0  # seconds between two runs of one job
+    ttl: float = 30.0  # a runner's heartbeat, the coordinator's lease and the topics' leases live this long
+    max_steps: int | None = None  # a fact's steps per run (None: until caught up)
+    turns: int | None = None  # stop after this many work turns (tests; None: forever)
+
+
+@dataclass
+class JobState:
+    """What this runner knows of one job."""
+
+    last_run: datetime | None = None
+    last_status: str = ""
+
+
+def due(kind: str, job: JobState, now: datetime, interval: float) -> bool:
+    """Whether a job assigned to this runner should run now.
+
+    >>> t = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    >>> due("mv", JobState(), t, 60), due("mv", JobState(t), t + timedelta(seconds=30), 60)
+    (True, False)
+    >>> due("view", JobState(t, "success"), t + timedelta(days=1), 60), due("view", JobState(t, "error"), t + timedelta(seconds=61), 60)
+    (False, True)
+    """
+    if job.last_run is None:
+        return True
+    if kind in ONCE and job.last_status == "success":
+        return False
+    return now - job.last_run >= timedelta(seconds=interval)
+
+
+def busy_elsewhere(store: StateStore, job: str, me: str, now: datetime) -> str | None:
+    """The live runner other than ``me`` holding the job's topic (a job just moved here whose old
+    runner is still in its step): this runner waits for it rather than failing on its lease."""
+    offset = store.get(job)
+    if offset is None or not offset.held_at(now) or offset.hostid == me or holder_is_gone(offset.hostid):
+        return None
+    return offset.hostid
+
+
+@dataclass
+class RunnerProcess:
+    manifest: "Manifest"
+    jobs: list[str]  # the selected models, in dependency order
+    store: StateStore
+    spark: object  # a LazySession: a runner with nothing due never starts Spark
+    options: ServeOptions
+    echo: Callable[[str], None] = print
+    now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+    me: str = field(default_factory=default_holder)
+
+    def __post_init__(self) -> None:
+        self.stop = threading.Event()
+        self.ticked = threading.Event()  # the control thread's first tick is done (a coordinator assigned)
+        self.doing = ""
+        self.state = {job: JobState() for job in self.jobs}
+        self.coordinator = Coordinator(self.store, self.me, self.options.ttl)
+        self.command = f"mvflow serve ({os.getpid()})"
+
+    # -- the process -----------------------------------------------------------------------
+    def serve(self) -> None:
+        """Work until stopped (SIGTERM/SIGINT) or ``turns`` are done."""
+        restore = _on_signals(self._signal)
+        self.store.heartbeat(self.me, self.command, self.now(), "")
+        self.echo(f"{_clock()} | runner {self.me} started: {len(self.jobs)} job(s) in the project, "
+                  f"interval {self.options.interval:g}s, ttl {self.options.ttl:g}s")
+        control = threading.Thread(target=self._control, name="serve-control", daemon=True)
+        control.start()
+        try:
+            self._work()
+        finally:
+            self.stop.set()
+            control.join()
+            self.store.leave(self.me)
+            if self.coordinator.lease is not None:  # hand this runner's jobs on now, not after the TTL
+                self.coordinator.tick(self.jobs, self.now())
+            self.coordinator.resign()
+            restore()
+            self.echo(f"{_clock()} | runner {self.me} stopped")
+
+    def _signal(self, signum: int, _frame: object) -> None:
+        if self.stop.is_set():  # the second signal: abandon the step (redone from the offsets)
+            if getattr(self.spark, "started", False):
+                self.spark.sparkContext.cancelAllJobs()  # type: ignore[attr-defined]
+            os._exit(128 + signum)
+        self.echo(f"{_clock()} | {signal.Signals(signum).name}: stopping after "
+                  + (f"the current step of {self.doing}" if self.doing else "this turn") + " (again to exit at once)")
+        self.stop.set()
+
+    # -- the control thread: heartbeat and coordination ------------------------------------
+    def _control(self) -> None:
+        tick = self.options.ttl / 4
+        was = False
+        while True:
+            try:
+                held = self._beat(was)
+            except Exception as exc:  # noqa: BLE001 - the store unreachable a moment: the next tick retries
+                self.echo(f"{_clock()} | runner {self.me}: heartbeat failed: {exc}")
+                held = was
+            self.ticked.set()
+            if held != was:
+                token = self.coordinator.lease.token if self.coordinator.lease else "-"
+                self.echo(f"{_clock()} | runner {self.me} {'is now the coordinator (token ' + str(token) + ')' if held else 'is no longer the coordinator'}")
+                was = held
+            if self.stop.wait(tick):
+                return
+
+    def _beat(self, was: bool) -> bool:
+        now = self.now()
+        self.store.heartbeat(self.me, self.command, now, self.doing)
+        return self.coordinator.tick(self.jobs, now) if not self.stop.is_set() else was
+
+    # -- the main thread: jobs ---------------------------------------------------------------
+    def _work(self) -> None:
+        turns = 0
+        self.ticked.wait()
+        while not self.stop.is_set():
+            mine = {a.job for a in self.store.assignments() if a.runner == self.me}
+            for job in self.jobs:
+                if self.stop.is_set():
+                    break
+                if job in mine and due(self.manifest.models[job].kind.name, self.state[job], self.now(), self.options.interval):
+                    self._run(job)
+            turns += 1
+            if self.options.turns is not None and turns >= self.options.turns:
+                return
+            self.stop.wait(min(self.options.interval, self.options.ttl) / 4)
+
+    def _run(self, job: str) -> None:
+        other = busy_elsewhere(self.store, job, self.me, self.now())
+        if other is not None:
+            return  # its old runner is still in a step: next turn
+        self.doing = job
+        self.store.heartbeat(self.me, self.command, self.now(), job)
+        options = RunOptions(self.store, max_steps=self.options.max_steps, echo=self.echo, holder=self.me,
+                             lease_ttl=self.options.ttl, stopping=self.stop.is_set)
+        started = self.now()
+        try:
+            report = run_models(self.spark, self.manifest, [job], echo=self.echo, options=options)
+        finally:
+            self.doing = ""
+        self.state[job] = JobState(started, report.results[0].status if report.results else "error")
+
+
+def job_order(manifest: "Manifest", selected: list[str]) -> list[str]:
+    """The jobs of a selection in dependency order (seeds and ephemeral models are not jobs)."""
+    ids = {model_id(n): n for n in selected}
+    order = [ids[node] for node in nx.lexicographical_topological_sort(manifest.graph) if node in ids]
+    return [n for n in order if manifest.models[n].kind.name not in ("seed", "ephemeral")]
+
+
+def _on_signals(handler: Callable) -> Callable[[], None]:
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+
+    def restore() -> None:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+    return restore
+
+
+def _clock() -> str:
+    return datetime.now().strftime("%H:%M:%S")
