@@ -2,10 +2,9 @@
 
 The ``delta-spark`` pip package holds only Python code; the session needs
 ``io.delta:delta-spark_2.13:<v>`` and ``io.delta:delta-storage:<v>`` on ``spark.jars``.
-This fetches exactly those two jars with plain ``urllib`` from Maven Central's repository
-layout (``<group as path>/<artifact>/<v>/<artifact>-<v>.jar``), checks each against the
-``.sha1`` published beside it, and writes it atomically into ``.mvflow/jars/`` of the mvflow
-checkout (git-ignored; ``~/.cache/mvflow/jars`` for an installed mvflow; ``MVFLOW_JARS`` overrides).
+This fetches exactly those two jars from Maven Central with ``compiler.maven`` (sha1-checked,
+written atomically into ``.mvflow/jars/`` of the mvflow checkout; git-ignored; ``~/.cache/mvflow/jars``
+for an installed mvflow; ``MVFLOW_JARS`` overrides).
 ``scripts/setup.sh`` calls it. A second call finds the files and touches no network: offline starts
 work. Offline and missing: one line on stderr, exit 2.
 
@@ -26,19 +25,13 @@ The Maven route works too: ``mvn -B -Dmaven.repo.local=<dir> dependency:copy
 from __future__ import annotations
 
 import argparse
-import hashlib
-import os
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
+
+from .maven import DEFAULT_DIR, Artifact, ArtifactMissing, fetch
 
 DELTA_VERSION = "4.4.0"  # pip delta-spark 4.4.1 has no jars on Maven Central (404): pin 4.4.0
 SCALA = "2.13"
-MAVEN = os.environ.get("MVFLOW_MAVEN_REPO", "https://repo1.maven.org/maven2")
-_CHECKOUT = Path(__file__).resolve().parent.parent
-DEFAULT_DIR = Path(os.environ.get("MVFLOW_JARS") or (_CHECKOUT / ".mvflow" / "jars" if (_CHECKOUT / "pyproject.toml").is_file()
-                                                     else Path.home() / ".cache" / "mvflow" / "jars"))
 
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -52,50 +45,20 @@ DELTA_CONF = {
 PARAMETER_WORKAROUND = {"spark.sql.legacy.parameterSubstitution.constantsOnly": "true"}
 
 
-class JarsMissing(RuntimeError):
-    pass
+JarsMissing = ArtifactMissing  # the fetch is compiler.maven's, shared with the PostgreSQL metastore's files
 
 
 def coordinates(version: str = DELTA_VERSION) -> list[tuple[str, str, str]]:
     return [("io.delta", f"delta-spark_{SCALA}", version), ("io.delta", "delta-storage", version)]
 
 
-def _url(group: str, artifact: str, version: str, suffix: str = ".jar") -> str:
-    return f"{MAVEN}/{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}{suffix}"
-
-
 def delta_jars(dest: Path = DEFAULT_DIR, version: str = DELTA_VERSION, offline: bool = False,
                timeout: float = 60.0) -> list[Path]:
-    """The jar paths, fetched into ``dest`` on first use. Raises JarsMissing (one clear line)
-    when a jar is not there and Maven Central cannot be reached (or ``offline``)."""
-    dest = Path(dest)
-    paths = []
-    for group, artifact, v in coordinates(version):
-        path = dest / f"{artifact}-{v}.jar"
-        paths.append(path)
-        if path.is_file() and path.stat().st_size > 0:
-            continue
-        url = _url(group, artifact, v)
-        if offline:
-            raise JarsMissing(f"Delta jar {path.name} is missing in {dest} and --check forbids the network: "
-                              f"run `python -m compiler.delta_jars` once while {MAVEN} is reachable")
-        try:
-            with urllib.request.urlopen(url, timeout=timeout) as response:
-                data = response.read()
-            with urllib.request.urlopen(url + ".sha1", timeout=timeout) as response:
-                expected = response.read().decode().split()[0].strip()
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise JarsMissing(f"Delta jar {path.name} is missing in {dest} and {MAVEN} is unreachable "
-                              f"({reason}): run `python -m compiler.delta_jars` once online, or copy the jar there") from None
-        actual = hashlib.sha1(data).hexdigest()
-        if actual != expected:
-            raise JarsMissing(f"Delta jar {path.name}: sha1 {actual} does not match Maven Central's {expected}")
-        dest.mkdir(parents=True, exist_ok=True)
-        part = path.with_suffix(".jar.part")
-        part.write_bytes(data)
-        part.replace(path)
-    return paths
+    """The jar paths, fetched into ``dest`` on first use (``compiler.maven``). Raises JarsMissing
+    (one clear line) when a jar is not there and Maven Central cannot be reached (or ``offline``)."""
+    return [fetch(Artifact(group, artifact, v), dest, offline=offline, timeout=timeout, what="Delta jar",
+                  remedy="run `python -m compiler.delta_jars` once online")
+            for group, artifact, v in coordinates(version)]
 
 
 def delta_session_conf(jars: list[Path]) -> dict[str, str]:

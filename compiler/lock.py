@@ -40,7 +40,8 @@ class ClaimHeld(RunError):
 def exclusive(target: Target) -> bool:
     """Whether the target's metastore is the embedded Derby database (one process at a time)."""
     conf = target.spark.conf
-    shared = "spark.hadoop.javax.jdo.option.ConnectionURL" in conf or any("metastore.uris" in k for k in conf)
+    shared = "spark.hadoop.javax.jdo.option.ConnectionURL" in conf or any("metastore.uris" in k for k in conf) \
+        or target.metastore.type != "derby"  # metastore: {type: postgres, dsn: ...} (compiler/metastore.py)
     return target.spark.metastore_dir is not None and not shared
 
 

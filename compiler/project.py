@@ -17,10 +17,12 @@ PROJECT_FILE = "project.yml"
 _PROJECT_KEYS = {"name", "version", "paths", "vars", "models", "seeds", "tests", "data_tests", "targets", "default_target",
                  "state"}
 _PATH_KEYS = {"models", "macros", "lineage", "target", "seeds", "tests"}
-_TARGET_KEYS = {"spark", "state", "table_format"}
+_TARGET_KEYS = {"spark", "state", "table_format", "metastore"}
 TABLE_FORMATS = ("delta", "parquet")
-_SPARK_KEYS = {"master", "app_name", "warehouse_dir", "metastore_dir", "database", "log_level", "conf"}
+_SPARK_KEYS = {"master", "remote", "app_name", "warehouse_dir", "metastore_dir", "database", "log_level", "conf"}
 _STATE_KEYS = {"type", "path", "dsn"}
+_METASTORE_KEYS = {"type", "dsn"}
+METASTORE_TYPES = ("derby", "postgres")
 _STATE_TABLE_KEYS = {"offsets_table", "step_log_table", "catalog_table"}
 
 DEFAULT_SPARK_CONF = {
@@ -44,6 +46,7 @@ class SparkSettings:
     database: str = "default"
     log_level: str = "ERROR"
     conf: Mapping[str, str] = field(default_factory=dict)
+    remote: str | None = None  # sc://host:port: a Spark Connect server instead of a driver in this process
 
 
 @dataclass(frozen=True)
@@ -57,11 +60,20 @@ class StateSettings:
 
 
 @dataclass(frozen=True)
+class MetastoreSettings:
+    """Where the target's Hive metastore lives: ``derby`` (embedded, under ``spark.metastore_dir``: one
+    process at a time) or ``postgres`` (``dsn``: one catalog that many processes share; compiler/metastore.py)."""
+    type: str = "derby"
+    dsn: str | None = None  # type postgres: postgresql://user@host:port/database
+
+
+@dataclass(frozen=True)
 class Target:
     name: str
     spark: SparkSettings
     state: StateSettings
     table_format: str = "parquet"  # how models store their tables (a model's config may override it)
+    metastore: MetastoreSettings = field(default_factory=MetastoreSettings)
 
 
 @dataclass(frozen=True)
@@ -296,6 +308,7 @@ def _load_targets(root: Path, data: LineDict, problems: list[Problem]) -> tuple[
                 if key != "conf":
                     _scalar(section, key, problems)
         local_dir = root / ".mvflow" / str(name)
+        metastore = _metastore(raw, str(name), conf, problems)
         table_format = str(raw.get("table_format", "parquet")).strip().lower()
         if table_format not in TABLE_FORMATS:
             problems.append(Problem(f"target '{name}': table_format '{raw.get('table_format')}' is not a table format",
@@ -305,6 +318,7 @@ def _load_targets(root: Path, data: LineDict, problems: list[Problem]) -> tuple[
             name=str(name),
             spark=SparkSettings(
                 master=str(spark.get("master", "local[*]")),
+                remote=_remote(spark, str(name), problems),
                 app_name=str(spark.get("app_name", "mvflow")),
                 warehouse_dir=_resolve(root, spark.get("warehouse_dir"), local_dir / "warehouse"),
                 metastore_dir=_resolve(root, spark.get("metastore_dir"), local_dir / "metastore"),
@@ -319,6 +333,7 @@ def _load_targets(root: Path, data: LineDict, problems: list[Problem]) -> tuple[
                 **tables,
             ),
             table_format=table_format,
+            metastore=metastore,
         )
     default_target = str(data.get("default_target", next(iter(targets), "local")))
     if targets and default_target not in targets:
@@ -332,6 +347,45 @@ def _load_targets(root: Path, data: LineDict, problems: list[Problem]) -> tuple[
             )
         )
     return targets, default_target
+
+
+def _metastore(raw: LineDict, name: str, conf: LineDict, problems: list[Problem]) -> MetastoreSettings:
+    """``metastore: {type: postgres, dsn: postgresql://user@host:5432/db}`` of a target (default: derby)."""
+    section = _section(raw, "metastore", problems, f"target '{name}' metastore")
+    problems += check_keys(section, _METASTORE_KEYS, PROJECT_FILE, f"target '{name}' metastore")
+    for key in section:
+        _scalar(section, key, problems)
+    kind = str(section.get("type", "derby")).strip().lower()
+    dsn = str(section["dsn"]).strip() if section.get("dsn") else None
+    line = section.line_of("type") if "type" in section else section.line
+    if kind not in METASTORE_TYPES:
+        problems.append(Problem(f"target '{name}': metastore type '{section.get('type')}' is not a metastore type",
+                                PROJECT_FILE, line, code="bad-config",
+                                hint="write type: postgres (with a dsn) for a shared catalog, or leave metastore out "
+                                     "for the embedded Derby one"))
+    elif kind == "postgres" and not dsn:
+        problems.append(Problem(f"target '{name}': a postgres metastore needs a dsn", PROJECT_FILE, line, code="bad-config",
+                                hint="e.g. metastore: {type: postgres, dsn: postgresql://mvflow@db-host:5432/metastore}"))
+    elif kind == "derby" and dsn:
+        problems.append(Problem(f"target '{name}': metastore dsn is set but its type is derby", PROJECT_FILE,
+                                section.line_of("dsn"), code="bad-config", hint="write type: postgres beside the dsn"))
+    elif kind == "postgres" and "spark.hadoop.javax.jdo.option.ConnectionURL" in conf:
+        problems.append(Problem(f"target '{name}': both metastore and spark.conf spark.hadoop.javax.jdo.option.ConnectionURL "
+                                "name the metastore", PROJECT_FILE, conf.line_of("spark.hadoop.javax.jdo.option.ConnectionURL"),
+                                code="bad-config", hint="keep one of them"))
+    return MetastoreSettings(type=kind, dsn=dsn)
+
+
+def _remote(spark: LineDict, name: str, problems: list[Problem]) -> str | None:
+    """``spark: {remote: sc://host:port}``: the target's Spark Connect server (compiler/spark.py)."""
+    remote = str(spark.get("remote") or "").strip() or None
+    if remote is not None and not remote.startswith("sc://"):
+        problems.append(Problem(f"target '{name}': spark remote '{remote}' is not a Spark Connect address", PROJECT_FILE,
+                                spark.line_of("remote"), code="bad-config", hint="write remote: sc://host:15002"))
+    elif remote is not None and "master" in spark:
+        problems.append(Problem(f"target '{name}': spark has both master and remote", PROJECT_FILE, spark.line_of("master"),
+                                code="bad-config", hint="a Spark Connect server has its own master: keep remote only"))
+    return remote
 
 
 def _defaults_block(data: LineDict, key: str, problems: list[Problem], example: str) -> LineDict:

@@ -244,7 +244,9 @@ def _stop(spark: object, stopping: threading.Event, busy: set[str], started: dic
         while busy:
             if getattr(spark, "started", True):
                 try:
-                    spark.sparkContext.cancelAllJobs()  # type: ignore[attr-defined]
+                    from .spark_connect import cancel_all_jobs  # classic or Spark Connect
+
+                    cancel_all_jobs(spark)
                 except Exception:  # noqa: BLE001 - a session going down has no jobs left to cancel
                     pass
             time.sleep(0.25)

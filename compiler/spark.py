@@ -60,7 +60,15 @@ def spark_session(target: Target, verbose: bool | None = None, delta: bool | Non
 
     Delta Lake is on when its jars are at hand (``compiler.delta_jars``); ``delta`` (default:
     whether the target's ``table_format`` is delta) makes them required: fetched if missing, and
-    a clear error when they cannot be."""
+    a clear error when they cannot be.
+
+    A target with ``spark.remote`` (``sc://host:port``) gets a session on that Spark Connect
+    server instead, no JVM here (``compiler.spark_connect``)."""
+    if target.spark.remote:
+        from .spark_connect import connect_session
+
+        _quiet_pyspark_loggers(not (log.isEnabledFor(logging.DEBUG) if verbose is None else verbose))
+        return connect_session(target, target.table_format == "delta" if delta is None else delta)
     if shutil.which("java") is None:
         raise RunError(Problem("Java is not installed: Spark needs Java 17 or newer",
                                hint="run ./setup.sh, or install openjdk-17-jre-headless", code="no-java"))
@@ -69,6 +77,10 @@ def spark_session(target: Target, verbose: bool | None = None, delta: bool | Non
     verbose = log.isEnabledFor(logging.DEBUG) if verbose is None else verbose
     delta_options = _delta_options(target.table_format == "delta" if delta is None else delta, target.spark.master)
     options = {**delta_options, **_options(target.spark, verbose)}  # the target's own conf wins
+    if target.metastore.type == "postgres":  # a shared catalog instead of Derby (compiler/metastore.py)
+        from .metastore import postgres_options
+
+        options.update(postgres_options(target.metastore, target.spark.conf))
     _quiet_pyspark_loggers(not verbose)
     if not verbose:
         _launch_quiet_gateway(options)
@@ -100,6 +112,12 @@ def _options(settings: SparkSettings, verbose: bool) -> dict[str, str]:
         options["spark.hadoop.javax.jdo.option.ConnectionURL"] = f"jdbc:derby:;databaseName={metastore / 'metastore_db'};create=true"
     if settings.warehouse_dir is not None:
         options["spark.sql.warehouse.dir"] = str(settings.warehouse_dir)
+    if not settings.master.startswith("local"):  # a cluster's executors (README: Running on a cluster)
+        # where the catalog says, whatever default file system an executor has; the driver's Python
+        # for Python work on executors (a seed's rows): the same path on every worker
+        if settings.warehouse_dir is not None:
+            options["spark.sql.warehouse.dir"] = Path(settings.warehouse_dir).as_uri()
+        options["spark.pyspark.python"] = sys.executable
     if java_options:
         options["spark.driver.extraJavaOptions"] = " ".join(java_options)
     options.update((key, str(value)) for key, value in sorted(settings.conf.items()))

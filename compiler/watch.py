@@ -124,8 +124,11 @@ def record(store: StateStore, spec: Spec, observed: Observed, ready_at: datetime
 
 
 def local_location(spark: "SparkSession", relation: str) -> str | None:
-    """The directory holding a table's files, if it is on this machine's file system."""
-    if not spark.catalog.tableExists(relation):
+    """The directory holding a table's files, if it is on this machine's file system (never over
+    Spark Connect: a ``file:`` location is on the server's machine, which may not be this one)."""
+    from .spark_connect import is_connect
+
+    if is_connect(spark) or not spark.catalog.tableExists(relation):
         return None
     rows = spark.sql(f"DESCRIBE TABLE EXTENDED {relation}").collect()
     details = {row["col_name"]: row["data_type"] for row in rows}

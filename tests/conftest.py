@@ -68,3 +68,14 @@ def postgres_dsn():
     yield server.dsn
     server.stop()
 
+
+@pytest.fixture(scope="session")
+def spark_cluster():
+    """A Spark standalone cluster, a master and two workers on loopback, for the whole test session
+    (``tests/spark_cluster.py``): mvflow runs on it in subprocesses (the ``spark`` fixture is process-wide)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from spark_cluster import SparkCluster
+
+    cluster = SparkCluster(cores=2, memory="2g").start()  # 4 executor slots: test_serve_cluster's runners at once
+    yield cluster
+    cluster.stop()

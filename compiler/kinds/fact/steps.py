@@ -32,6 +32,7 @@ from ...errors import MvflowError, Problem, RunError
 from ...leases import kept
 from ...phases import PhaseHook, no_phase
 from ...run import Result, _spark_message
+from ...spark_connect import observed, tag_jobs
 from ...state import Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
 from ...status import duration as _duration
 from ...table_format import DELTA, table_provider
@@ -255,7 +256,7 @@ class _Stepper:
         step = step_id(next_)
         params = {**bind_range(plan, last, next_), "step": step}
         group = f"mvflow:{plan.topic}:{step}:{uuid.uuid4().hex[:8]}"
-        self.spark.sparkContext.setJobGroup(group, f"mvflow fact step {plan.topic}", interruptOnCancel=False)
+        untag = tag_jobs(self.spark, group, f"mvflow fact step {plan.topic}")  # classic or Spark Connect
         try:
             if not self.table_ready and not self.spark.catalog.tableExists(plan.relation):
                 self.create()
@@ -270,7 +271,7 @@ class _Stepper:
             if stats is None or plan.after:  # after hooks may change the step's rows: count what they left
                 stats = self.stats(params)
         finally:
-            self.spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+            untag()
         rows, nulls = stats
         self.store.commit(self.lease, next_, rows, "ok", clock())
         phase("fact:committed")
@@ -374,9 +375,9 @@ class _Stepper:
         self.spark.sql(self.plan.insert_observed, args=_args(self.plan.insert_observed, params),
                        rows=rows.observe(observation, *metrics), step=params["step"])
         # Spark 4 completes the observation when the command returns; never block on one it did not
-        if not observation._jo.future().isCompleted():
+        values = observed(observation)  # classic or Spark Connect
+        if values is None:
             return None
-        values = observation.get
         return int(values["m0"]), {c: values[f"m{i}"] for i, c in enumerate(columns, 1)}
 
     def stats(self, params: dict) -> tuple[int, dict]:

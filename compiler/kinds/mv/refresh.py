@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ... import watch
 from ...leases import kept
 from ...phases import PhaseHook, no_phase
+from ...spark_connect import launch_conf
 from ...state import Commit, Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
 from ...table_format import DELTA
 from ..table import SLOTS, slot_table
@@ -257,8 +258,8 @@ class _Refresh:
                  echo, kind):
         self.spark, self.plan, self.derived, self.store = spark, plan, derived, store
         # what the target set (not the session's value now: a batch in another thread may have switched it)
-        self.adaptive = spark.sparkContext.getConf().get(ADAPTIVE, "true")
-        self.broadcast = spark.sparkContext.getConf().get(BROADCAST, "10MB")
+        self.adaptive = launch_conf(spark, ADAPTIVE, "true")  # classic: the SparkContext's conf; Spark Connect too
+        self.broadcast = launch_conf(spark, BROADCAST, "10MB")
         self.holder, self.now, self.phase, self.echo, self.kind = holder, now, phase, echo, kind
         self.leases: dict[str, Lease] = {}
         self.lease_seconds = LEASE_SECONDS
