@@ -4,7 +4,9 @@ The MV refresh and the fact steps call their ``phase`` hook (``Callable[[str], N
 the name of each point they pass; the hook does nothing in production. Tests crash the runner
 there, either in-process (``crash_at``: raises ``Crash``, which no runner catches) or as a real
 ``kill -9`` of the Python process and its JVM (``kill_at``, also reachable from the command
-line through ``MVFLOW_KILL_AT=phase@n``), and then check that the redo recovers.
+line through ``MVFLOW_KILL_AT=phase@n``), and then check that the redo recovers; or pause the
+Python process there (``MVFLOW_KILL_AT=phase@n:stop``: SIGSTOP, as a stalled host would) until
+the test sends SIGCONT.
 
 >>> hook = crash_at("mv:delta-written", 2)
 >>> hook("mv:delta-written")  # the first time passes
@@ -98,7 +100,8 @@ def kill_at(phase: str, nth: int = 1) -> PhaseHook:
 
 
 def from_env(environ: dict[str, str] | None = None) -> PhaseHook:
-    """``kill_at`` from ``MVFLOW_KILL_AT=phase@n`` (``@n`` optional), else ``no_phase``.
+    """``kill_at`` from ``MVFLOW_KILL_AT=phase@n`` (``@n`` optional; ``phase@n:stop`` pauses the
+    process instead: ``stop_at``), else ``no_phase``.
 
     >>> from_env({}) is no_phase
     True
@@ -110,10 +113,17 @@ def from_env(environ: dict[str, str] | None = None) -> PhaseHook:
     spec = (os.environ if environ is None else environ).get(ENV, "")
     if not spec:
         return no_phase
-    phase, _, nth = spec.partition("@")
+    pause = spec.endswith(":stop")
+    phase, _, nth = spec.removesuffix(":stop").partition("@")
     if phase not in MV_PHASES + FACT_PHASES:
         raise ValueError(f"{ENV}: unknown phase {phase!r}")
-    return kill_at(phase, int(nth or 1))
+    return (stop_at if pause else kill_at)(phase, int(nth or 1))
+
+
+def stop_at(phase: str, nth: int = 1) -> PhaseHook:
+    """A hook that pauses this Python process (SIGSTOP; its JVM runs on) the ``nth`` time ``phase``
+    is reached: its threads stop too, so its leases stop being renewed until SIGCONT."""
+    return _at(phase, nth, lambda _: os.kill(os.getpid(), signal.SIGSTOP))
 
 
 def _at(phase: str, nth: int, act: Callable[[int], None]) -> PhaseHook:

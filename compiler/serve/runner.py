@@ -3,8 +3,9 @@
 Every runner (seed 000's MvRunner) registers in the state store and beats a heartbeat from a
 control thread, which also plays coordinator when it wins that lease (``coordinator``). The main
 thread works: it runs, in dependency order, the jobs (models) assigned to this runner that are
-due (``due``), each with the topics' leases held in this runner's name, so a job moved away mid-step
-is refused to its new runner until the step ends or its lease expires.
+due (``due``), each under a job lease (``serve:job:<model>``) and the topics' own leases, taken
+in this runner's name, so a job moved away mid-run is refused to its new runner until that run
+ends or its runner is gone.
 
 SIGTERM or SIGINT asks for a graceful stop: the running model finishes (a fact ends after its
 current step), the runner leaves the store and gives up the coordinator's lease, so the others
@@ -24,15 +25,19 @@ from typing import TYPE_CHECKING, Callable
 
 import networkx as nx
 
+from .. import phases
 from ..graph import model_id
 from ..run import RunOptions, run_models
-from ..state import StateStore, default_holder, holder_is_gone
+from ..spark_connect import cancel_all_jobs
+from ..leases import kept
+from ..state import LeaseHeld, StateStore, default_holder
 from .coordinator import Coordinator
 
 if TYPE_CHECKING:
     from ..compile import Manifest
 
 ONCE = ("view",)  # kinds whose run only (re)creates a definition: once per assignment
+JOB_TOPIC = "serve:job:"  # + a model's name: the lease a runner holds while it runs the model
 
 
 @dataclass
@@ -67,15 +72,6 @@ def due(kind: str, job: JobState, now: datetime, interval: float) -> bool:
     return now - job.last_run >= timedelta(seconds=interval)
 
 
-def busy_elsewhere(store: StateStore, job: str, me: str, now: datetime) -> str | None:
-    """The live runner other than ``me`` holding the job's topic (a job just moved here whose old
-    runner is still in its step): this runner waits for it rather than failing on its lease."""
-    offset = store.get(job)
-    if offset is None or not offset.held_at(now) or offset.hostid == me or holder_is_gone(offset.hostid):
-        return None
-    return offset.hostid
-
-
 @dataclass
 class RunnerProcess:
     manifest: "Manifest"
@@ -94,6 +90,7 @@ class RunnerProcess:
         self.state = {job: JobState() for job in self.jobs}
         self.coordinator = Coordinator(self.store, self.me, self.options.ttl)
         self.command = f"mvflow serve ({os.getpid()})"
+        self.phase = phases.from_env()  # MVFLOW_KILL_AT: the tests' hook (once per process), a no-op otherwise
 
     # -- the process -----------------------------------------------------------------------
     def serve(self) -> None:
@@ -119,7 +116,7 @@ class RunnerProcess:
     def _signal(self, signum: int, _frame: object) -> None:
         if self.stop.is_set():  # the second signal: abandon the step (redone from the offsets)
             if getattr(self.spark, "started", False):
-                self.spark.sparkContext.cancelAllJobs()  # type: ignore[attr-defined]
+                cancel_all_jobs(self.spark)
             os._exit(128 + signum)
         self.echo(f"{_clock()} | {signal.Signals(signum).name}: stopping after "
                   + (f"the current step of {self.doing}" if self.doing else "this turn") + " (again to exit at once)")
@@ -165,18 +162,23 @@ class RunnerProcess:
             self.stop.wait(min(self.options.interval, self.options.ttl) / 4)
 
     def _run(self, job: str) -> None:
-        other = busy_elsewhere(self.store, job, self.me, self.now())
-        if other is not None:
-            return  # its old runner is still in a step: next turn
-        self.doing = job
-        self.store.heartbeat(self.me, self.command, self.now(), job)
-        options = RunOptions(self.store, max_steps=self.options.max_steps, echo=self.echo, holder=self.me,
-                             lease_ttl=self.options.ttl, stopping=self.stop.is_set)
-        started = self.now()
+        """Run one job under its job lease: a job just moved here waits until its old runner's run
+        ends (or that runner is dead), whatever the model's kind (a table has no topic of its own)."""
+        ttl, started = self.options.ttl, self.now()
         try:
-            report = run_models(self.spark, self.manifest, [job], echo=self.echo, options=options)
+            lease = self.store.acquire(JOB_TOPIC + job, self.me, ttl, started)
+        except LeaseHeld:
+            return  # its previous runner is still on it: next turn
+        self.doing = job
+        self.store.heartbeat(self.me, self.command, started, job)
+        options = RunOptions(self.store, max_steps=self.options.max_steps, echo=self.echo, holder=self.me,
+                             lease_ttl=ttl, stopping=self.stop.is_set, phase=self.phase)
+        try:
+            with kept(self.store, lambda: [lease], ttl, self.now):
+                report = run_models(self.spark, self.manifest, [job], echo=self.echo, options=options)
         finally:
             self.doing = ""
+            self.store.release(lease)
         self.state[job] = JobState(started, report.results[0].status if report.results else "error")
 
 

@@ -1,0 +1,255 @@
+"""Several ``mvflow serve`` runners on one demo project, as a deployment runs them: the state store
+and the Hive metastore on one PostgreSQL server, Spark a standalone cluster (a master and two
+workers), every runner and every other command its own process. Demo changes keep landing while
+runners are killed with -9 (one mid-batch, then the coordinator) or paused with SIGSTOP; the
+others take over within the TTL, no topic is ever written under two runners' leases at once
+(the fencing tokens in the step log), and ``mvflow verify`` passes at the end.
+
+SLOW: a Spark application per command, four at once on 2 cores. Not yet part of the default run
+(``MVFLOW_SERVE_CLUSTER=1`` runs it): measured at ~13 minutes for the first test alone on this
+machine, and not yet seen passing end to end (see the session note of 2026-11-24)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from compiler.serve.coordinator import COORDINATOR
+from compiler.serve.runner import JOB_TOPIC
+from compiler.state_postgres import PostgresStateStore
+
+pytestmark = pytest.mark.skipif(os.environ.get("MVFLOW_SERVE_CLUSTER") != "1",
+                                reason="~15 minutes of four Spark applications at once: MVFLOW_SERVE_CLUSTER=1 runs it")
+
+ROOT = Path(__file__).resolve().parent.parent
+MVFLOW = [sys.executable, "-c", "from compiler.cli import main; main()"]
+TTL = 15  # seconds: heartbeats, the coordinator's lease and the topics' leases
+MV, FACT = "offers_wide", "orders_enriched"
+JOBS = "+orders_enriched"  # a view, an mv and a fact: one job per runner
+
+TARGET = """
+  shared:
+    table_format: delta
+    spark:
+      master: {master}
+      app_name: mvflow-serve-test
+      warehouse_dir: {warehouse}
+      log_level: ERROR
+      conf:
+        spark.cores.max: 1            # the cluster's 4 slots: three runners and a `demo change` at once
+        spark.executor.memory: 512m
+        spark.driver.memory: 1g
+        spark.sql.shuffle.partitions: 2
+    state: {{type: postgres, dsn: "{state}"}}
+    metastore: {{type: postgres, dsn: "{metastore}"}}
+"""
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, postgres_dsn, spark_cluster) -> Path:
+    root = tmp_path_factory.mktemp("serve-cluster")
+    for name in ("project.yml", "models", "macros", "lineage", "seeds", "data_tests"):
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, root / name)
+    state_db = f"serve_{uuid.uuid4().hex[:8]}"
+    with __import__("psycopg").connect(postgres_dsn, autocommit=True) as db:
+        db.execute(f"CREATE DATABASE {state_db}")
+    base = postgres_dsn.rsplit("/", 1)[0]
+    text = (root / "project.yml").read_text().replace("default_target: local", "default_target: shared")
+    (root / "project.yml").write_text(text + TARGET.format(
+        master=spark_cluster.master_url, warehouse=root / "warehouse", state=f"{base}/{state_db}", metastore=f"{base}/{state_db}_hive"))
+    mvflow(root, "demo", "init", "--scale", "0.02", "--seed", "7")
+    mvflow(root, "run", "--select", JOBS)
+    return root
+
+
+def mvflow(project: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([*MVFLOW, *args], cwd=project, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+    assert done.returncode == 0, f"mvflow {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+class Runners:
+    """``mvflow serve`` processes, each in its own process group (kill -9 takes its JVM too)."""
+
+    def __init__(self, project: Path, logs: Path):
+        self.project, self.logs = project, logs
+        self.procs: dict[str, subprocess.Popen] = {}  # holder id → process
+        self.store = store_of(project)
+
+    def start(self, name: str, **env: str) -> subprocess.Popen:
+        log = (self.logs / f"{name}.log").open("w")
+        proc = subprocess.Popen([*MVFLOW, "serve", "--select", JOBS, "--interval", "5", "--ttl", str(TTL)], cwd=self.project,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+        proc.name = name  # type: ignore[attr-defined]
+        return proc
+
+    def id_of(self, proc: subprocess.Popen, seconds: float = 120) -> str:
+        """The runner id a process registered under (``host:pid:…``)."""
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            found = [r.id for r in self.store.runners() if r.id.split(":")[1] == str(proc.pid)]
+            if found:
+                self.procs[found[0]] = proc
+                return found[0]
+            time.sleep(0.5)
+        raise AssertionError(f"{proc.name} did not register:\n{self.log(proc)}")  # type: ignore[attr-defined]
+
+    def log(self, proc: subprocess.Popen) -> str:
+        return (self.logs / f"{proc.name}.log").read_text()  # type: ignore[attr-defined]
+
+    def kill(self, runner: str) -> None:
+        """kill -9 the runner and its JVM; reaped at once, as an init system would (a zombie's pid
+        still answers, and the runners would wait for the TTL instead of seeing it gone)."""
+        proc = self.procs[runner]
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGCONT)
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def store_of(project: Path) -> PostgresStateStore:
+    text = (project / "project.yml").read_text()
+    dsn = text.split("state: {type: postgres, dsn: \"")[1].split('"')[0]
+    return PostgresStateStore(dsn)
+
+
+def wait_until(what: str, check, seconds: float = 300, every: float = 0.25):
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        found = check()
+        if found:
+            return found
+        time.sleep(every)
+    raise AssertionError(f"timed out after {seconds}s waiting for {what}")
+
+
+def caught_up(store: PostgresStateStore, landed: datetime):
+    """Whether the MV read every change that landed before ``landed``: a batch of it started after
+    that, or a whole run of it did (its job lease taken and given back) and found nothing to do."""
+    job_fence, batch = store.get(JOB_TOPIC + MV).fence, store.get(MV).last
+
+    def check() -> bool:
+        step = next(iter(store.steps(MV, limit=1)), None)
+        if step is not None and step.ts - timedelta(seconds=step.seconds) > landed:
+            return True
+        job, offset = store.get(JOB_TOPIC + MV), store.get(MV)
+        return job.fence > job_fence and not job.hostid and offset.last == batch and not offset.in_flight
+
+    return check
+
+
+def assert_fenced(store: PostgresStateStore, topics: list[str]) -> None:
+    """Per topic, step log rows in commit order never go back to an older token, and each token
+    belongs to one runner: no two runners ever wrote one topic under one lease."""
+    for topic in topics:
+        rows = sorted(store.steps(topic, limit=10_000), key=lambda r: r.ts)
+        tokens = [r.token for r in rows]
+        assert tokens == sorted(tokens), f"{topic}: a step committed under an older token: {tokens}"
+        by_token = defaultdict(set)
+        for row in rows:
+            by_token[row.token].add(row.consumer)
+        assert all(len(holders) == 1 for holders in by_token.values()), f"{topic}: {dict(by_token)}"
+
+
+def test_three_runners_survive_kill_9_of_a_runner_mid_batch_and_of_the_coordinator_slow(project, tmp_path):
+    runners = Runners(project, tmp_path)
+    store = runners.store
+    try:
+        ids = [runners.id_of(runners.start(f"r{i}")) for i in range(3)]
+        wait_until("the jobs spread over three runners", lambda: len({a.runner for a in store.assignments()} & set(ids)) == 3)
+        done = threading.Event()
+
+        def changes() -> None:
+            for seed in range(100, 103):
+                mvflow(project, "demo", "change", "--seed", str(seed))
+            done.set()
+
+        changer = threading.Thread(target=changes, daemon=True)
+        changer.start()
+
+        def busy_runner():
+            boss = store.get(COORDINATOR).hostid
+            return next((r for r in store.runners() if r.doing in (MV, FACT) and r.id != boss and r.id in runners.procs), None)
+
+        victim = wait_until("a runner mid-batch", busy_runner, seconds=600, every=0.1)
+        killed_at = time.monotonic()
+        runners.kill(victim.id)
+        wait_until("the killed runner's jobs handed on",
+                   lambda: all(a.runner != victim.id for a in store.assignments()) and victim.id not in {r.id for r in store.runners()})
+        handed = time.monotonic() - killed_at
+        job = victim.doing
+        wait_until(f"another runner running {job}", lambda: (lambda o: o is not None and o.hostid not in ("", victim.id))(
+            store.get(JOB_TOPIC + job)), seconds=300, every=0.1)
+        resumed = time.monotonic() - killed_at
+
+        boss = store.get(COORDINATOR)
+        boss_killed_at = time.monotonic()
+        runners.kill(boss.hostid)
+        new = wait_until("a new coordinator", lambda: (lambda c: c if c.hostid != boss.hostid and c.held_at(datetime.now(timezone.utc)) else None)(store.get(COORDINATOR)))
+        elected = time.monotonic() - boss_killed_at
+        assert new.fence > boss.fence
+        survivor = new.hostid
+        wait_until("every job on the survivor", lambda: {a.runner for a in store.assignments()} == {survivor})
+        print(f"\ntakeover after kill -9: jobs handed on in {handed:.1f}s, {job} running on another runner "
+              f"{resumed:.1f}s after the kill; new coordinator in {elected:.1f}s (ttl {TTL}s)")
+        assert handed < TTL and elected < TTL
+
+        changer.join(timeout=900)
+        assert done.is_set()
+        wait_until(f"{MV} caught up with the last change", caught_up(store, datetime.now(timezone.utc)), seconds=600)
+    finally:
+        runners.stop_all()
+    assert_fenced(store, [MV, FACT])
+    verified = mvflow(project, "verify", "--select", f"{MV} {FACT}").stdout
+    assert "FAIL" not in verified and MV in verified and FACT in verified, verified
+
+
+def test_a_runner_paused_past_its_lease_cannot_commit_slow(project, tmp_path):
+    runners = Runners(project, tmp_path)
+    store = runners.store
+    try:
+        mvflow(project, "demo", "change", "--seed", "200")
+        before = store.get(FACT)
+        stalled = runners.start("stalled", MVFLOW_KILL_AT="fact:written@1:stop")  # SIGSTOP itself mid-step
+        stalled_id = runners.id_of(stalled)
+        wait_until("the runner stopped mid-step", lambda: _stopped(stalled.pid) and store.get(FACT).in_flight, seconds=600)
+        paused = store.get(FACT)
+        assert paused.hostid == stalled_id and paused.next != before.last
+        other_id = runners.id_of(runners.start("other"))
+        step = wait_until("the other runner's redo of the step", lambda: next(
+            (s for s in store.steps(FACT, limit=5) if s.consumer == other_id and s.next == paused.next), None), seconds=600)
+        assert step.token > paused.fence
+        os.kill(stalled.pid, signal.SIGCONT)
+        wait_until("the stalled runner's commit refused", lambda: "was taken over" in runners.log(stalled), seconds=120)
+        assert all(s.consumer != stalled_id for s in store.steps(FACT, limit=20) if s.next == paused.next)
+    finally:
+        runners.stop_all()
+    assert_fenced(store, [FACT])
+    verified = mvflow(project, "verify", "--select", f"{MV} {FACT}").stdout
+    assert "FAIL" not in verified and FACT in verified, verified
+
+
+def _stopped(pid: int) -> bool:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
