@@ -7,20 +7,18 @@ SLOW: two real ``mvflow run`` processes (each starts Spark)."""
 from __future__ import annotations
 
 import os
-import queue
-import signal
 import socket
 import subprocess
 import sys
-import threading
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from compiler.lock import ClaimHeld
-from compiler.phases import _descendants
 from compiler.project import load_project
 from compiler.state import open_state_store
+
+sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
+from background import Background  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MVFLOW = [sys.executable, "-c", "from compiler.cli import main; main()"]
@@ -35,37 +33,6 @@ SELECT id FROM range(0, 40, 1, 1) WHERE reflect('java.lang.Thread', 'sleep', CAS
 def _mvflow(project: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([*MVFLOW, *args], cwd=project, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
-
-
-class _Background:
-    """``mvflow run`` in the background, its output lines in a queue."""
-
-    def __init__(self, project: Path):
-        self.proc = subprocess.Popen([*MVFLOW, "run"], cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        self.lines: queue.Queue = queue.Queue()
-        threading.Thread(target=lambda: [self.lines.put(x) for x in self.proc.stdout], daemon=True).start()
-
-    def wait_for(self, text: str, timeout: float = 300) -> None:
-        deadline, seen = time.monotonic() + timeout, []
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=1)
-            except queue.Empty:
-                assert self.proc.poll() is None, "".join(seen)
-                continue
-            seen.append(line)
-            if text in line:
-                return
-        raise AssertionError(f"never printed {text!r}:\n" + "".join(seen))
-
-    def kill(self) -> None:
-        for pid in [*_descendants(self.proc.pid), self.proc.pid]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait()
 
 
 def test_claims_refuse_a_live_holder_and_take_over_a_dead_or_expired_one(tmp_path):
@@ -87,7 +54,7 @@ def test_claims_refuse_a_live_holder_and_take_over_a_dead_or_expired_one(tmp_pat
 
 def test_a_second_run_is_refused_by_name_and_a_killed_holder_is_taken_over_slow(tmp_path):
     project = _project(tmp_path)
-    first = _Background(project)
+    first = Background(project, "run")
     try:
         first.wait_for("START table")  # the claim is held and Spark is writing the table
 

@@ -12,8 +12,6 @@ import functools
 import hashlib
 import http.server
 import os
-import queue
-import signal
 import socket
 import subprocess
 import sys
@@ -28,9 +26,11 @@ from psycopg.conninfo import make_conninfo
 from compiler import maven, metastore
 from compiler.errors import ProjectError, RunError
 from compiler.lock import exclusive
-from compiler.phases import _descendants
 from compiler.project import MetastoreSettings, load_project
 from compiler.state import open_state_store
+
+sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
+from background import Background  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MVFLOW = [sys.executable, "-c", "from compiler.cli import main; main()"]
@@ -269,7 +269,7 @@ def test_processes_of_two_projects_share_one_catalog_at_the_same_time_slow(postg
     assert "30 rows" in first.stdout
     print(f"first run, schema creation included: {time.monotonic() - started:.1f}s")
 
-    slow = _Background(shop, "run", "--select", "slow")
+    slow = Background(shop, "run", "--select", "slow")
     try:
         slow.wait_for("START table")  # a live session on the catalog, writing
         assert open_state_store(load_project(shop).target().state).claims() == [], "no target claim"
@@ -302,32 +302,3 @@ def _mvflow(project: Path, *args: str, timeout: float = 300) -> subprocess.Compl
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
-class _Background:
-    """``mvflow ARGS`` in the background, its output lines in a queue."""
-
-    def __init__(self, project: Path, *args: str):
-        self.proc = subprocess.Popen([*MVFLOW, *args], cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        self.lines: queue.Queue = queue.Queue()
-        threading.Thread(target=lambda: [self.lines.put(x) for x in self.proc.stdout], daemon=True).start()
-
-    def wait_for(self, text: str, timeout: float = 300) -> None:
-        deadline, seen = time.monotonic() + timeout, []
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=1)
-            except queue.Empty:
-                assert self.proc.poll() is None, "".join(seen)
-                continue
-            seen.append(line)
-            if text in line:
-                return
-        raise AssertionError(f"never printed {text!r}:\n" + "".join(seen))
-
-    def kill(self) -> None:
-        for pid in [*_descendants(self.proc.pid), self.proc.pid]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait()
