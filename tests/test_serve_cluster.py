@@ -23,6 +23,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from compiler.serve.coordinator import COORDINATOR
@@ -62,7 +63,7 @@ def project(tmp_path_factory, postgres_dsn, spark_cluster) -> Path:
     for name in ("project.yml", "models", "macros", "lineage", "seeds", "data_tests"):
         (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, root / name)
     state_db = f"serve_{uuid.uuid4().hex[:8]}"
-    with __import__("psycopg").connect(postgres_dsn, autocommit=True) as db:
+    with psycopg.connect(postgres_dsn, autocommit=True) as db:
         db.execute(f"CREATE DATABASE {state_db}")
     base = postgres_dsn.rsplit("/", 1)[0]
     text = (root / "project.yml").read_text().replace("default_target: local", "default_target: shared")
