@@ -31,6 +31,7 @@ def _run_options(command):
         click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64), help="Nodes run at once."),
         click.option("--full-refresh", is_flag=True, help="Rebuild incremental models from scratch (resets their offsets)."),
         click.option("--max-steps", default=None, type=click.IntRange(1), help="At most this many steps per fact model."),
+        click.option("--rebuild-state", is_flag=True, help="Numerator models: compact the state (dense ids, a new V) first."),
         click.option("--no-file-check", "file_check", flag_value=False, default=True,
                      help="Ask Spark whether mv/fact inputs moved even when their files and offsets say nothing did."),
     ]):
@@ -63,7 +64,16 @@ class _Context:
         manifest = compile_project(project, target, self.cache)
         for warning in manifest.warnings:
             click.echo(f"warning: {warning.format()}", err=True)
+        manifest.graph.graph["state"] = lambda which: _catalog_state(manifest, which)  # --select state:modified
         return manifest
+
+
+def _catalog_state(manifest, which: str) -> set[str]:
+    """The models ``state:modified`` / ``state:new`` select: against the catalog's active versions."""
+    from .catalog.report import modified
+    from .state import open_state_store
+
+    return modified(manifest, open_state_store(manifest.project.target(manifest.target).state), new_only=which == "new")
 
 
 @click.group()
@@ -126,13 +136,13 @@ def list_models(obj: _Context, select, exclude, target, output) -> None:
 @_target
 @_run_options
 @click.pass_obj
-def run(obj: _Context, select, exclude, target, threads, full_refresh, max_steps, file_check) -> None:
+def run(obj: _Context, select, exclude, target, threads, **flags) -> None:
     """Compile, then build the selected models on Spark in dependency order."""
     from .select import select as choose
 
     manifest = obj.manifest(target)
     selected = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name not in ("seed", "ephemeral")]
-    _locked_run(manifest, target, selected, threads, full_refresh, max_steps, file_check)
+    _locked_run(manifest, target, selected, threads, **flags)
 
 
 @cli.command()
@@ -171,27 +181,28 @@ def test_command(obj: _Context, select, exclude, target, threads) -> None:
 @_target
 @_run_options
 @click.pass_obj
-def build(obj: _Context, select, exclude, target, threads, full_refresh, max_steps, file_check) -> None:
+def build(obj: _Context, select, exclude, target, threads, **flags) -> None:
     """Seeds, models and their tests in DAG order; a failing test skips what is downstream of its model."""
     from .select import select_with_tests
 
     manifest = obj.manifest(target)
     selected = [n for n in select_with_tests(manifest, select, exclude)
                 if n in manifest.tests or manifest.models[n].kind.name != "ephemeral"]
-    _locked_run(manifest, target, selected, threads, full_refresh, max_steps, file_check)
+    _locked_run(manifest, target, selected, threads, **flags)
 
 
-def _locked_run(manifest, target, selected, threads, full_refresh=False, max_steps=None, file_check=True) -> None:
+def _locked_run(manifest, target, selected, threads, **flags) -> None:
+    """``flags``: the run options of ``_run_options`` (``full_refresh``, ``max_steps``, ``file_check``, ``rebuild_state``)."""
     from .lock import target_lock
     from .state import open_state_store
 
     settings = manifest.project.target(target)
     store = open_state_store(settings.state)
     with target_lock(store, settings):
-        _run(manifest, selected, settings, store, threads, full_refresh, max_steps, file_check)
+        _run(manifest, selected, settings, store, threads, **flags)
 
 
-def _run(manifest, selected, settings, store, threads, full_refresh, max_steps, file_check) -> None:
+def _run(manifest, selected, settings, store, threads, **flags) -> None:
     from . import phases
     from .artifacts import write_artifacts
     from .drift import check_sources
@@ -203,9 +214,9 @@ def _run(manifest, selected, settings, store, threads, full_refresh, max_steps, 
     models = {m for n in selected for m in ([n] if n in manifest.models else manifest.tests[n].depends_on)}
     delta = any(manifest.models[name].table_format == "delta" for name in models)
     spark = LazySession(lambda: spark_session(settings, delta=delta or None), then=lambda session: check_sources(session, manifest, selected))
-    options = RunOptions(store, full_refresh, max_steps, file_check,
-                         phases.from_env(),  # MVFLOW_KILL_AT: the kill-point tests' hook, a no-op otherwise
-                         click.echo)
+    options = RunOptions(store, **flags,
+                         phase=phases.from_env(),  # MVFLOW_KILL_AT: the kill-point tests' hook, a no-op otherwise
+                         echo=click.echo)
     hooks = run_hooks(spark, manifest, "on-run-start", click.echo)
     report = run_models(spark, manifest, selected, threads=threads, echo=click.echo, options=options) if hooks.ok else hooks
     if hooks.ok:
@@ -357,7 +368,7 @@ def status(obj: _Context, select, exclude, target) -> None:
 @_target
 @click.pass_obj
 def verify(obj: _Context, select, exclude, target) -> None:
-    """Compare each MV and fact with a full recomputation of its SELECT (missing, extra, different rows)."""
+    """Compare each MV, fact and numerator with a full recomputation of its SELECT (missing, extra, different rows)."""
     from .lock import target_lock
     from .select import select as choose
     from .spark import spark_session
@@ -365,7 +376,7 @@ def verify(obj: _Context, select, exclude, target) -> None:
     from .verify import verify as check
 
     manifest = obj.manifest(target)
-    names = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.is_incremental]
+    names = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.verifiable]
     settings = manifest.project.target(target)
     store = open_state_store(settings.state)
     with target_lock(store, settings):
@@ -399,6 +410,73 @@ def explain(obj: _Context, model, target) -> None:
                                    found.path, 1, hint=mvs, code="not-an-mv"))
     plan = mv_plan(found, manifest)
     click.echo(describe(plan, strategy_lines(manifest.project.target(target).state, plan.topic(), found.kind)), nl=False)
+
+
+@cli.command()
+@_select
+@_exclude
+@_target
+@click.option("--full-refresh", is_flag=True, help="As `mvflow run --full-refresh` would.")
+@click.pass_obj
+def plan(obj: _Context, select, exclude, target, full_refresh) -> None:
+    """What the next `mvflow run` would do to each model (build, refresh, rebuild because of a breaking
+    change, refuse, nothing), from the compiled project, the catalog and the offsets; no Spark."""
+    from .catalog.report import plan as next_runs
+    from .kinds.fact.steps import utc_now
+    from .select import select as choose
+    from .state import open_state_store
+
+    manifest = obj.manifest(target)
+    selected = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.produces]
+    store = open_state_store(manifest.project.target(target).state)
+    steps = next_runs(manifest, selected, store, utc_now(), full_refresh)
+    click.echo("\n".join(str(step) for step in steps))
+    if any(step.action == "REFUSE" for step in steps):
+        sys.exit(EXIT_RUN_FAILED)
+
+
+@cli.command(name="catalog")
+@click.argument("words", nargs=-1, metavar="[MODEL] | diff MODEL V1 V2")
+@click.option("--at", "at", default=None, help="The versions active at this time (ISO, UTC unless it says): 2026-11-24T10:00.")
+@_target
+@click.pass_obj
+def catalog_command(obj: _Context, words, at, target) -> None:
+    """The catalog: each model's active version and last breaking change; a model's versions; the
+    diff of two versions (`mvflow catalog diff MODEL 1 2`)."""
+    from .catalog.report import check_model, diff_lines, version_lines
+    from .errors import CompileError, Problem
+    from .state import open_state_store
+
+    manifest = obj.manifest(target)
+    store = open_state_store(manifest.project.target(target).state)
+    if words[:1] == ("diff",):
+        if len(words) != 4 or not all(w.lstrip("v").isdigit() for w in words[2:]):
+            raise CompileError(Problem("catalog diff takes a model and two version numbers", code="bad-arguments",
+                                       hint="e.g. mvflow catalog diff orders_enriched 1 2"))
+        check_model(manifest, words[1])
+        click.echo("\n".join(diff_lines(store, words[1], int(words[2].lstrip("v")), int(words[3].lstrip("v")))))
+        return
+    if len(words) > 1:
+        raise CompileError(Problem(f"unexpected arguments: {' '.join(words[1:])}", code="bad-arguments",
+                                   hint="mvflow catalog [MODEL] [--at TIME], or mvflow catalog diff MODEL V1 V2"))
+    if words:
+        check_model(manifest, words[0])
+    click.echo("\n".join(version_lines(store, words[0] if words else None, _moment(at))))
+
+
+def _moment(text: str | None):
+    from datetime import datetime, timezone
+
+    from .errors import CompileError, Problem
+
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise CompileError(Problem(f"--at {text!r} is not a time", code="bad-arguments",
+                                   hint="write it as ISO 8601, e.g. 2026-11-24T10:00 (UTC) or 2026-11-24T10:00+03:00")) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 @cli.command(name="lineage")

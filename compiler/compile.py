@@ -659,7 +659,7 @@ def _infer_columns(manifest: Manifest) -> None:
     index = manifest.table_index()
     for name in manifest.order():
         model = manifest.models[name]
-        model.columns = _output_columns(model, schema, index, manifest.cache)
+        model.columns = _stored_columns(model, _output_columns(model, schema, index, manifest.cache), problems)
         if model.columns:
             db, _, table = model.relation.partition(".")
             schema.setdefault(db, {})[table] = {c: "string" for c in model.columns}
@@ -669,6 +669,17 @@ def _infer_columns(manifest: Manifest) -> None:
             _check_column_docs(model, problems)
             _check_cluster_by(model, problems)
     problems.raise_if_any()
+
+
+def _stored_columns(model: Model, select_columns: list[str] | None, problems: ProblemList) -> list[str] | None:
+    """What the model's table or view holds (``ModelKind.output_columns``): its SELECT's columns, or
+    e.g. a numerator's key columns and ids."""
+    try:
+        return model.kind.output_columns(select_columns)
+    except KindError as exc:
+        problems.add(Problem(f"model '{model.name}': {exc}", model.path, model.config_lines.get(exc.key, 1),
+                             hint=exc.hint, code=exc.code))
+        return select_columns
 
 
 def _check_column_docs(model: Model, problems: ProblemList) -> None:

@@ -1,12 +1,12 @@
 """Named phases of a runner's work: the one place where tests stop a runner at a known point.
 
-The MV refresh and the fact steps call their ``phase`` hook (``Callable[[str], None]``) with
-the name of each point they pass; the hook does nothing in production. Tests crash the runner
-there, either in-process (``crash_at``: raises ``Crash``, which no runner catches) or as a real
-``kill -9`` of the Python process and its JVM (``kill_at``, also reachable from the command
-line through ``MVFLOW_KILL_AT=phase@n``), and then check that the redo recovers; or pause the
-Python process there (``MVFLOW_KILL_AT=phase@n:stop``: SIGSTOP, as a stalled host would) until
-the test sends SIGCONT.
+The MV refresh, the fact steps and the numerator's generations call their ``phase`` hook
+(``Callable[[str], None]``) with the name of each point they pass; the hook does nothing in
+production. Tests crash the runner there, either in-process (``crash_at``: raises ``Crash``,
+which no runner catches) or as a real ``kill -9`` of the Python process and its JVM
+(``kill_at``, also reachable from the command line through ``MVFLOW_KILL_AT=phase@n``), and
+then check that the redo recovers; or pause the Python process there
+(``MVFLOW_KILL_AT=phase@n:stop``: SIGSTOP, as a stalled host would) until the test sends SIGCONT.
 
 >>> hook = crash_at("mv:delta-written", 2)
 >>> hook("mv:delta-written")  # the first time passes
@@ -68,6 +68,18 @@ FACT_PHASES = (
     "fact:committed",          # last = next
     "fact:step-logged",        # the step log row written
 )
+# Every point a numerator generation reports (compiler/kinds/numerator/generation.py).
+NUMERATOR_PHASES = (
+    "numerator:leased",         # the lease taken, the published state not read yet
+    "numerator:input-written",  # the generation's key tuples and shards in this build's input table
+    "numerator:planned",        # decided what the generation does; next not written yet
+    "numerator:next-written",   # next = the version being built
+    "numerator:state-written",  # the new state in this build's table, not checked
+    "numerator:checked",        # its invariants hold; not committed
+    "numerator:committed",      # last = next; the view not yet pointed at it
+    "numerator:published",      # the view reads the new state
+    "numerator:cleaned",        # the input and the builds no one reads dropped
+)
 
 
 class Crash(BaseException):
@@ -115,7 +127,7 @@ def from_env(environ: dict[str, str] | None = None) -> PhaseHook:
         return no_phase
     pause = spec.endswith(":stop")
     phase, _, nth = spec.removesuffix(":stop").partition("@")
-    if phase not in MV_PHASES + FACT_PHASES:
+    if phase not in MV_PHASES + FACT_PHASES + NUMERATOR_PHASES:
         raise ValueError(f"{ENV}: unknown phase {phase!r}")
     return (stop_at if pause else kill_at)(phase, int(nth or 1))
 

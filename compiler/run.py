@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING, Any, Callable
 import networkx as nx
 
 from . import failures
+from .catalog.record import RunCatalog
 from .compile import Manifest
 from .graph import model_id
 from .phases import PhaseHook, no_phase
+from .state import open_state_store
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -42,6 +44,7 @@ class Result:
     strategy: str | None = None  # an mv batch: incremental | chunked | full (``compiler.kinds.mv.strategy``)
     estimates: dict | None = None  # an mv batch: the decision's figures (``Decision.to_dict``)
     failures: int | None = None  # a test: its failing rows (or fail_calc)
+    catalog: dict | None = None  # the catalog version the run recorded (``compiler.catalog``): version, breaking, changes
 
 
 @dataclass
@@ -97,6 +100,7 @@ class RunOptions:
     holder: str | None = None  # who takes the topics' leases (None: this process, ``state.default_holder``)
     lease_ttl: float | None = None  # seconds a lease lives unless renewed (None: each kind's default)
     stopping: Callable[[], bool] = lambda: False  # ``mvflow serve`` is stopping: a fact starts no new step
+    rebuild_state: bool = False  # numerator: compact its state (a new rebuild version V) before this generation
 
 
 def run_models(
@@ -109,6 +113,7 @@ def run_models(
 ) -> RunReport:
     """Run ``selected`` models in dependency order, each by its kind's runner."""
     options = options or RunOptions(echo=echo)
+    catalog = RunCatalog(manifest, lambda: options.store or open_state_store(manifest.project.target(manifest.target).state))
     dag = _selected_dag(manifest, selected)
     report = RunReport()
     lock = threading.Lock()
@@ -137,7 +142,10 @@ def run_models(
             where = started[name] = failures.Running(manifest, model, spark)
             echo(f"{_clock()} | START {model.kind.name:<5} {model.relation if name in manifest.models else name}")
             with failures.running(where):
-                outcomes[name] = runner(spark, manifest, model)
+                if name in manifest.models and model.kind.produces:
+                    outcomes[name] = catalog.run(spark, model, options, lambda chosen: model.kind.runner(chosen)(spark, manifest, model))
+                else:
+                    outcomes[name] = runner(spark, manifest, model)
             return outcomes[name]
         finally:
             busy.discard(name)

@@ -2,10 +2,11 @@
 
 Grammar: space-separated terms are a union, comma-separated criteria inside a term an
 intersection. A criterion is ``[@][N+]method:value[+N]`` with methods ``name`` (the default,
-``*`` wildcards allowed), ``tag``, ``path``, ``kind`` and ``source``; ``+`` before adds
+``*`` wildcards allowed), ``tag``, ``path``, ``kind``, ``source`` and ``state`` (``state:modified``,
+``state:new``: against the catalog's active versions, ``compiler.catalog``); ``+`` before adds
 ancestors, after adds descendants (``2+x`` at most two levels up); ``@x`` is x, its
 descendants and their ancestors. In ``--select``, a name, tag, path or source that matches
-nothing is an error (a typo, most likely); a kind or a wildcard may select nothing.
+nothing is an error (a typo, most likely); a kind, a state or a wildcard may select nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
 _CRITERION = re.compile(
     r"^(?P<at>@)?(?:(?P<up_depth>\d*)(?P<up>\+))?(?:(?P<method>[a-z_]+):)?(?P<value>[^+@,:\s]+?)(?:(?P<down>\+)(?P<down_depth>\d*))?$"
 )
-METHODS = ("name", "tag", "path", "kind", "source")
+METHODS = ("name", "tag", "path", "kind", "source", "state")
+STATES = ("modified", "new")
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,7 @@ def _union(graph: nx.DiGraph, terms: list[str], option: str) -> set[str]:
 
 def _expand(graph: nx.DiGraph, criterion: Criterion, strict: bool) -> set[str]:
     nodes = _match(graph, criterion)
-    typo = criterion.method != "kind" and not any(ch in criterion.value for ch in "*?[")
+    typo = criterion.method not in ("kind", "state") and not any(ch in criterion.value for ch in "*?[")
     if not nodes and strict and typo:
         raise SelectionError(_no_match(graph, criterion))
     result = set(nodes)
@@ -166,6 +168,19 @@ def _no_match(graph: nx.DiGraph, criterion: Criterion) -> Problem:
     return Problem(f"'{method}:{value}' matches no model", hint=hint, code="unknown-selection")
 
 
+def _state(graph: nx.DiGraph, value: str) -> set[str]:
+    """``state:modified`` / ``state:new``: models against the catalog's active versions; the
+    command's context puts the catalog's answer on the graph (``graph.graph["state"]``)."""
+    if value not in STATES:
+        raise SelectionError(Problem(f"unknown state '{value}' in 'state:{value}'", hint="states: " + ", ".join(STATES),
+                                     code="bad-selection"))
+    answer = graph.graph.get("state")
+    if answer is None:
+        raise SelectionError(Problem("state: selection needs the catalog of a target", code="bad-selection",
+                                     hint="use it with mvflow commands that read a project's target"))
+    return {model_id(name) for name in answer(value)}
+
+
 def _within(graph: nx.DiGraph, node: str, depth: int | None) -> set[str]:
     return set(nx.single_source_shortest_path_length(graph, node, cutoff=depth)) - {node}
 
@@ -189,6 +204,8 @@ def _match(graph: nx.DiGraph, criterion: Criterion) -> set[str]:
         return {n for n in graph if data[n].get("kind") == value}
     if method == "source":
         return {n for n in graph if n.startswith("source.") and fnmatch.fnmatchcase(node_name(n), value)}
+    if method == "state":
+        return _state(graph, value)
     prefix = value.rstrip("/")
     return {n for n in graph if data[n].get("path", "") == prefix or data[n].get("path", "").startswith(prefix + "/")
             or fnmatch.fnmatchcase(data[n].get("path", ""), value)}

@@ -127,6 +127,18 @@ class Assignment:
 
 
 @dataclass(frozen=True)
+class CatalogVersion:
+    """One entry of a model's catalog (``compiler.catalog``): version N of what it produces, the
+    entry as JSON, whether the change from N-1 was breaking, and since when it is active."""
+
+    model: str
+    version: int
+    entry: str
+    breaking: bool
+    active_at: datetime
+
+
+@dataclass(frozen=True)
 class StepLogRow:
     """One step: what it covered, what it wrote, how late it was."""
 
@@ -272,6 +284,17 @@ class StateStore(ABC):
         """Every job's assignment, sorted by job."""
 
 
+    # -- the catalog (``compiler.catalog``: seed 002's update log) -------------------------
+    @abstractmethod
+    def append_version(self, version: CatalogVersion) -> bool:
+        """Append ``version`` if it is the model's next one (compare-and-set on the version number):
+        False if version N is taken or N-1 is missing (a concurrent writer won: re-read and retry)."""
+
+    @abstractmethod
+    def versions(self, model: str | None = None) -> list[CatalogVersion]:
+        """Every recorded version (of ``model``), by model then version."""
+
+
 def open_state_store(settings: StateSettings) -> StateStore:
     """The state store a target names: ``sqlite`` (a file) or ``postgres`` (``dsn``, shared by hosts)."""
     if settings.type not in BACKENDS:
@@ -357,6 +380,7 @@ class SqlStateStore(StateStore):
     claims_table: str
     runners_table: str
     assignments_table: str
+    catalog_table: str
     _for_update = ""  # what locks a row read in a transaction (SQLite's BEGIN IMMEDIATE locks the file)
 
     @abstractmethod
@@ -377,6 +401,7 @@ class SqlStateStore(StateStore):
         self.offsets_table, self.step_log_table = offsets_table, step_log_table
         self.watch_table, self.claims_table = f"{offsets_table}_watch", f"{offsets_table}_claims"
         self.runners_table, self.assignments_table = f"{offsets_table}_runners", f"{offsets_table}_assignments"
+        self.catalog_table = f"{offsets_table}_catalog"
 
     def _serialize(self, db: Any, key: str) -> None:
         """Make concurrent transactions on ``key`` wait for each other (a no-op where every write does)."""
@@ -540,6 +565,23 @@ class SqlStateStore(StateStore):
         return [Assignment(r["job"], r["runner"], r["token"], self._parse_time(r["since"]))
                 for r in self._read(f"SELECT * FROM {self.assignments_table} ORDER BY job")]
 
+    def append_version(self, version: CatalogVersion) -> bool:
+        with self._write() as db:
+            self._serialize(db, f"catalog:{version.model}")
+            appended = db.execute(
+                f"INSERT INTO {self.catalog_table} (model, version, entry, breaking, active_at) SELECT ?, ?, ?, ?, ? "
+                f"WHERE (SELECT COALESCE(MAX(version), 0) FROM {self.catalog_table} WHERE model = ?) = ? "
+                "ON CONFLICT (model, version) DO NOTHING",
+                (version.model, version.version, version.entry, version.breaking, self._time(version.active_at),
+                 version.model, version.version - 1))
+            return appended.rowcount == 1
+
+    def versions(self, model: str | None = None) -> list[CatalogVersion]:
+        where, args = ("WHERE model = ?", (model,)) if model is not None else ("", ())
+        rows = self._read(f"SELECT * FROM {self.catalog_table} {where} ORDER BY model, version", args)
+        return [CatalogVersion(r["model"], r["version"], r["entry"], bool(r["breaking"]), self._parse_time(r["active_at"]))
+                for r in rows]
+
     def _check(self, db: Any, lease: Lease) -> None:
         row = self._locked(db, lease.topic)
         if row is None or row["fence"] != lease.token or row["hostid"] != lease.holder:
@@ -611,6 +653,8 @@ class SqliteStateStore(SqlStateStore):
                 started TEXT NOT NULL, heartbeat TEXT NOT NULL, doing TEXT NOT NULL DEFAULT '', doing_since TEXT)""")
             db.execute(f"""CREATE TABLE IF NOT EXISTS {self.assignments_table} (job TEXT PRIMARY KEY, runner TEXT NOT NULL,
                 token INTEGER NOT NULL, since TEXT NOT NULL)""")
+            db.execute(f"""CREATE TABLE IF NOT EXISTS {self.catalog_table} (model TEXT NOT NULL, version INTEGER NOT NULL,
+                entry TEXT NOT NULL, breaking INTEGER NOT NULL, active_at TEXT NOT NULL, PRIMARY KEY (model, version))""")
 
     # -- connections ---------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:

@@ -51,6 +51,8 @@ class PostgresStateStore(SqlStateStore):
                 doing_since TIMESTAMPTZ)""")
             db.execute(f"""CREATE TABLE IF NOT EXISTS {self.assignments_table} (job TEXT PRIMARY KEY, runner TEXT NOT NULL,
                 token BIGINT NOT NULL, since TIMESTAMPTZ NOT NULL)""")
+            db.execute(f"""CREATE TABLE IF NOT EXISTS {self.catalog_table} (model TEXT NOT NULL, version BIGINT NOT NULL,
+                entry TEXT NOT NULL, breaking BOOLEAN NOT NULL, active_at TIMESTAMPTZ NOT NULL, PRIMARY KEY (model, version))""")
 
     # -- connections ---------------------------------------------------------------------
     def _connect(self) -> Any:

@@ -157,7 +157,7 @@ def test_select_limits_the_files_written_but_not_the_manifest(tmp_path: Path):
     files = set(tree(project / "target"))
     assert "compiled/staging/stg_shops.sql" in files and "compiled/marts/shop_stats.sql" not in files
     manifest = json.loads((project / "target/manifest.json").read_text())
-    assert len(manifest["models"]) == 7  # six models and a seed
+    assert len(manifest["models"]) == 8  # seven models and a seed
 
 
 # -- manifest.json ---------------------------------------------------------------------------
@@ -172,8 +172,8 @@ def test_demo_manifest_content(tmp_path: Path):
     assert manifest["order"].index("stg_orders") < manifest["order"].index("orders_enriched")
     assert manifest["order"].index("offers_wide") < manifest["order"].index("orders_enriched")
     assert {name: m["kind"]["name"] for name, m in models.items()} == {
-        "category_stats": "mv", "currencies": "seed", "offers_wide": "mv", "orders_enriched": "fact", "shop_stats": "table", "stg_orders": "view",
-        "stg_shops": "view"}
+        "category_stats": "mv", "currencies": "seed", "offer_ids": "numerator", "offers_wide": "mv", "orders_enriched": "fact",
+        "shop_stats": "table", "stg_orders": "view", "stg_shops": "view"}
     fact = models["orders_enriched"]
     assert fact["kind"]["maxstep"] == 50000 and fact["kind"]["depends_on"] == ["offers_wide"]
     assert fact["config"] == {"materialized": "fact", "maxstep": 50000, "depends_on": ["offers_wide"],
@@ -190,7 +190,7 @@ def test_demo_manifest_content(tmp_path: Path):
     assert all(m["columns_known"] for m in models.values())
     for model in models.values():
         assert model["checksum"] == hashlib.sha256((project / model["path"]).read_bytes()).hexdigest()
-    assert manifest["children"]["stage.offers"] == ["category_stats", "offers_wide", "shop_stats"]
+    assert manifest["children"]["stage.offers"] == ["category_stats", "offer_ids", "offers_wide", "shop_stats"]
     offers = manifest["sources"]["stage.offers"]
     assert offers["change_mode"] == "position" and offers["primary_key"] == ["offer_id"]
     assert manifest["sources"]["stage.orders"]["delay_seconds"] == 60

@@ -144,13 +144,13 @@ def test_unknown_method_lists_the_methods(graph):
         select(graph, [], ["tags:nightly"])
     problem = info.value.problems[0]
     assert (problem.path, problem.code) == ("--exclude", "bad-selection")
-    assert "tags:" in problem.message and problem.hint == "methods: name:, tag:, path:, kind:, source:"
+    assert "tags:" in problem.message and problem.hint == "methods: name:, tag:, path:, kind:, source:, state:"
 
 
 def test_unknown_kind_lists_the_kinds(graph):
     with pytest.raises(SelectionError) as info:
         select(graph, ["kind:tabel"])
-    assert info.value.problems[0].hint == "kinds: view, table, mv, fact, seed, incremental, ephemeral, test"
+    assert info.value.problems[0].hint == "kinds: view, table, mv, fact, seed, incremental, ephemeral, numerator, test"
 
 
 def test_unknown_name_says_did_you_mean(graph):

@@ -101,6 +101,10 @@ def read_state(settings, models: list[str], now: datetime) -> dict[str, Any] | N
         owner = _owner(offset.topic, models)
         if owner:
             per_model.setdefault(owner, {"topics": []})["topics"].append(row)
+    from compiler.catalog.report import history
+
+    for model, versions in history(store).items():
+        per_model.setdefault(model, {"topics": []})["catalog"] = versions
     return {"path": str(settings.path), "topics": topics, "models": per_model, "as_of": show_time(now)}
 
 

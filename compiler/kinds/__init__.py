@@ -11,6 +11,8 @@ compile-time plan, its runner, its verify and what it writes under ``target/run/
 ``incremental``  ``incremental.py``: dbt's: built once, then appended, overwritten by partition or
               merged with the SELECT rendered with ``is_incremental()`` true
 ``ephemeral`` ``ephemeral.py``: dbt's: no table; inlined as a CTE where it is ref()'d
+``numerator``  ``numerator/``: a persistent ``<shard_id, doc_id>`` per key tuple across generations,
+              with a versioned state ``T.S.V.G`` (seed 001)
 ============  ==============================================================================
 
 Callers ask a kind's fields and hooks (``base.ModelKind``) instead of comparing names. This
@@ -24,24 +26,25 @@ from typing import Any, Mapping
 
 from ..sources import IDENTIFIER, parse_duration
 from .base import COMMON_KEYS, KindError, ModelKind
-from .fact import FactKind
+from .fact import ON_SCHEMA_CHANGE, FactKind
 from .ephemeral import EphemeralKind
 from .incremental import STRATEGIES as INCREMENTAL_STRATEGIES, IncrementalKind
 from .mv import MV_STRATEGIES, MvKind
+from .numerator import NumeratorKind
 from .seed import SeedKind
 from .table import TableKind
 from .view import ViewKind
 
 __all__ = ["COMMON_KEYS", "KINDS", "config_keys", "EphemeralKind", "FactKind", "IncrementalKind", "Kind", "KindError", "ModelKind", "MvKind",
-           "SeedKind", "TableKind", "ViewKind",
+           "NumeratorKind", "SeedKind", "TableKind", "ViewKind",
            "create_kind"]
 
 #: Delta refuses more clustering columns (``DELTA_CLUSTER_BY_INVALID_NUM_COLUMNS``).
 MAX_CLUSTER_BY = 4
 
 KINDS: dict[str, type[ModelKind]] = {k.name: k for k in (ViewKind, TableKind, MvKind, FactKind, SeedKind, IncrementalKind,
-                                                         EphemeralKind)}
-Kind = ViewKind | TableKind | MvKind | FactKind | SeedKind | IncrementalKind | EphemeralKind
+                                                         EphemeralKind, NumeratorKind)}
+Kind = ViewKind | TableKind | MvKind | FactKind | SeedKind | IncrementalKind | EphemeralKind | NumeratorKind
 
 
 def create_kind(config: Mapping[str, Any]) -> Kind:
@@ -49,7 +52,7 @@ def create_kind(config: Mapping[str, Any]) -> Kind:
     a KindError whose ``errors`` are all the problems of the config.
 
     >>> create_kind({"materialized": "fact", "maxstep": 10, "delay": "5m"})
-    FactKind(source=None, maxstep=10, delay_seconds=300, depends_on=(), partition_by=())
+    FactKind(source=None, maxstep=10, delay_seconds=300, depends_on=(), partition_by=(), on_schema_change='fail')
     >>> create_kind({"materialized": "mv", "strategy": "full", "min_interval": "10m"}).min_interval_seconds
     600
     >>> create_kind({"materialized": "cube"})
@@ -80,6 +83,7 @@ def create_kind(config: Mapping[str, Any]) -> Kind:
                 values[field_name] = _coerce(cls, field_name, value)
             except KindError as exc:
                 errors.append(exc)
+    errors += cls.check_config(values)
     if errors:
         errors[0].errors = errors
         raise errors[0]
@@ -126,6 +130,10 @@ def _coerce(cls: type[ModelKind], key: str, value: Any) -> Any:
             raise KindError(f"invalid incremental_strategy {value!r}", "valid strategies: " + ", ".join(INCREMENTAL_STRATEGIES),
                             "bad-config", key)
         return value
+    if key == "on_schema_change":
+        if value not in ON_SCHEMA_CHANGE:
+            raise KindError(f"invalid on_schema_change {value!r}", "valid values: " + ", ".join(ON_SCHEMA_CHANGE), "bad-config", key)
+        return value
     if key == "strategy":
         if value not in MV_STRATEGIES:
             raise KindError(f"invalid strategy {value!r}", "valid strategies: " + ", ".join(MV_STRATEGIES), "bad-config", key)
@@ -138,8 +146,10 @@ def _coerce(cls: type[ModelKind], key: str, value: Any) -> Any:
         raise KindError(f"{key} must be a name or a list of names, got {value!r}", f"e.g. {key}=['a', 'b']", "bad-config", key)
     if isinstance(default, (int, float)):
         number = _number(type(default), value)
-        if number is None or number < 0 or (number == 0 and isinstance(default, int)):
-            raise KindError(f"{key} must be a positive number, got {value!r}", f"e.g. {key}={default}", "bad-config", key)
+        zero_ok = key in cls.zero_ok
+        if number is None or number < 0 or (number == 0 and isinstance(default, int) and not zero_ok):
+            word = "a number of 0 or more" if zero_ok else "a positive number"
+            raise KindError(f"{key} must be {word}, got {value!r}", f"e.g. {key}={default}", "bad-config", key)
         return number
     if default is None and not isinstance(value, str):
         raise KindError(f"{key} must be a name, got {value!r}", f"e.g. {key}='name'", "bad-config", key)

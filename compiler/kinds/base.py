@@ -15,6 +15,8 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from pyspark.sql import SparkSession
 
     from ..compile import Manifest, Model
@@ -45,15 +47,40 @@ class ModelKind:
     name: ClassVar[str]
     #: fields whose change alters the data (a breaking change for incremental kinds)
     breaking: ClassVar[tuple[str, ...]] = ()
+    #: fields that change how or when it runs, not what it produces (the catalog leaves them out)
+    operational: ClassVar[tuple[str, ...]] = ()
+    #: what a breaking change (``compiler.catalog``) does to it: ``run`` (it is rebuilt at every run
+    #: anyway), ``rebuild`` (a full refresh, never old and new rows mixed) or ``refuse`` (its history
+    #: may not be recomputable: the user decides)
+    on_breaking: ClassVar[str] = "run"
+    #: it produces a table or view of its own (the catalog records its versions)
+    produces: ClassVar[bool] = True
     #: its run files are a folder ``target/run/<model>/`` (else one file ``target/run/<model>.sql``)
     run_folder: ClassVar[bool] = False
+    #: integer fields for which 0 is a valid value (others must be positive)
+    zero_ok: ClassVar[frozenset[str]] = frozenset()
 
     @property
     def is_incremental(self) -> bool:
         return False
 
+    @property
+    def verifiable(self) -> bool:
+        """``mvflow verify`` compares its rows with ``expected``."""
+        return self.is_incremental
+
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, **{f.name: getattr(self, f.name) for f in fields(self)}}
+
+    @classmethod
+    def check_config(cls, values: dict[str, Any]) -> list[KindError]:
+        """Problems across the config's coerced ``values`` (field → value) that no single value shows."""
+        return []
+
+    def output_columns(self, select_columns: list[str] | None) -> list[str] | None:
+        """The columns the model's table or view holds, given its SELECT's (None: unknown); a
+        SELECT the kind cannot store raises KindError."""
+        return select_columns
 
     def runner(self, options: "RunOptions") -> ModelRunner:
         raise NotImplementedError
@@ -69,3 +96,16 @@ class ModelKind:
 
     def derived_sql(self, manifest: "Manifest", model: "Model") -> dict[str, str] | None:
         return None
+
+    def next_run(self, manifest: "Manifest", model: "Model", store: "StateStore", now: "datetime") -> tuple[str, str]:
+        """What the next ``mvflow run`` does to the model when its definition is unchanged (``mvflow
+        plan``, no Spark): an action word and why."""
+        return "run", f"a {self.name} runs at every run"
+
+    def output_types(self, spark: "SparkSession", model: "Model") -> dict[str, str] | None:
+        """Column → Spark type of what the model produces, from Spark's analysis of its SELECT (no
+        job runs); None when Spark cannot analyse it now (e.g. an input is missing)."""
+        try:
+            return {f.name: f.dataType.simpleString() for f in spark.sql(model.select_sql).schema.fields}
+        except Exception:  # noqa: BLE001 - the model's own run reports what is wrong
+            return None

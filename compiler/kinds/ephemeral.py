@@ -17,6 +17,7 @@ CTE_PREFIX = "__dbt__cte__"
 @dataclass(frozen=True)
 class EphemeralKind(ModelKind):
     name: ClassVar[str] = "ephemeral"
+    produces: ClassVar[bool] = False
 
     def runner(self, options: "RunOptions") -> ModelRunner:
         from ..run import Result

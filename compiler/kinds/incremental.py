@@ -39,6 +39,9 @@ class IncrementalKind(ModelKind):
     unique_key: tuple[str, ...] = ()
     partition_by: tuple[str, ...] = ()
 
+    def next_run(self, manifest, model, store, now) -> tuple[str, str]:
+        return self.incremental_strategy.replace("_", " "), "the SELECT with is_incremental() true (the whole SELECT if the table is missing)"
+
     def first_build(self, model: "Model") -> list[Statement]:
         partitioned = f"\nPARTITIONED BY ({', '.join(self.partition_by)})" if self.partition_by else ""
         return wrapped(model, [

@@ -49,6 +49,9 @@ class SeedKind(TableKind):
     def runner(self, options: "RunOptions") -> ModelRunner:
         return run_seed
 
+    def next_run(self, manifest, model, store, now) -> tuple[str, str]:
+        return "nothing", "`mvflow seed` and `mvflow build` load seeds; unchanged since its active version"
+
     def run_files(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
         files = super().run_files(manifest, model)
         note = (f"-- {seed_view(model)}: a temporary view of the rows of {model.path} as text, filled by mvflow "

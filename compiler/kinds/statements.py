@@ -8,6 +8,7 @@ text executed.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -35,15 +36,27 @@ class Statement:
 def wrapped(model: "Model", body: list[Statement]) -> list[Statement]:
     """``body`` after making sure the schema exists and between the model's ``before``/``after`` hooks."""
     create_schema = Statement("make sure the schema exists", f"CREATE DATABASE IF NOT EXISTS {model.schema}")
-    before = [Statement("before hook", sql) for sql in _hooks(model.config.get("before"))]
-    after = [Statement("after hook", sql) for sql in _hooks(model.config.get("after"))]
+    before = [Statement("before hook", sql) for sql in hooks(model.config.get("before"))]
+    after = [Statement("after hook", sql) for sql in hooks(model.config.get("after"))]
     return [create_schema, *before, *body, *after]
 
 
-def _hooks(value: object) -> list[str]:
+def hooks(value: object) -> list[str]:
+    """A ``before``/``after`` config value as a list of statements."""
     if not value:
         return []
     return [value] if isinstance(value, str) else [str(v) for v in value]  # type: ignore[list-item]
+
+
+def bound(sql: str, params: dict) -> dict | None:
+    """The parameters whose markers ``sql`` holds (Spark refuses unused ones in some statements).
+
+    >>> bound("SELECT * FROM IDENTIFIER(:state_table) WHERE g = :generation", {"state": 1, "state_table": "t", "generation": 2})
+    {'state_table': 't', 'generation': 2}
+    >>> bound("SELECT 1", {"a": 1}) is None
+    True
+    """
+    return {k: v for k, v in params.items() if re.search(rf":{re.escape(k)}\b", sql)} or None
 
 
 def script(model: "Model", items: list[Statement], notes: list[str] = ()) -> str:
@@ -64,7 +77,7 @@ def execute(spark: "SparkSession", items: list[Statement], params: dict[str, str
         if (item.slot is not None and item.slot != slot) or (item.layout is not None and item.layout != layout):
             continue
         running_statement(item.sql, item.purpose)
-        spark.sql(item.sql, args={k: v for k, v in params.items() if f":{k}" in item.sql} or None)
+        spark.sql(item.sql, args=bound(item.sql, params))
 
 
 def timed(model: "Model", work: Callable[["Result"], None]) -> "Result":

@@ -41,6 +41,7 @@ class TableKind(ModelKind):
     delta as one ``CREATE OR REPLACE TABLE … AS SELECT``."""
 
     name: ClassVar[str] = "table"
+    operational: ClassVar[tuple[str, ...]] = ("cluster_by",)
     partition_by: tuple[str, ...] = ()
     #: the rows' unique key, so that mv models may join it (they diff it like a dictionary)
     unique_key: tuple[str, ...] = ()
@@ -51,6 +52,9 @@ class TableKind(ModelKind):
 
     def runner(self, options: "RunOptions") -> ModelRunner:
         return run_table
+
+    def next_run(self, manifest, model, store, now) -> tuple[str, str]:
+        return "rebuild", "a table is rebuilt at every run"
 
     def run_files(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
         if model.table_format == DELTA:

@@ -25,6 +25,9 @@ class ViewKind(ModelKind):
     def runner(self, options: "RunOptions") -> ModelRunner:
         return run_view
 
+    def next_run(self, manifest, model, store, now) -> tuple[str, str]:
+        return "nothing", "the view's definition is its active catalog version's"
+
     def run_files(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
         return {f"{model.name}.sql": script(model, self.statements(model))}
 

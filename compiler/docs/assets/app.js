@@ -550,6 +550,7 @@
         m.derived ? derivedBlocks(m.derived, "derived", []) : null,
         !m.run_path && !(m.run_files || []).length && !m.derived
           ? h("p", { className: "muted" }, "No run statements: this kind's refresh is not derived yet.") : null)),
+      section("Versions", catalogView(m)),
       section("State", stateView(m)),
       section("Config", configTable(m.config)));
     return page;
@@ -613,6 +614,20 @@
     return table(["Key", "Value"], keys.map(function (k) {
       return h("tr", null, h("td", null, h("code", null, k)), h("td", null, h("code", null, show(config[k]))));
     }), "config");
+  }
+
+  /* The catalog's versions of the model (compiler/catalog), newest first, and its last breaking change. */
+  function catalogView(m) {
+    var versions = (m.state && m.state.catalog) || [];
+    if (!versions.length) return h("p", { className: "muted" }, "No catalog version yet: `mvflow run` records the first.");
+    var last = versions.filter(function (v) { return v.breaking; })[0];
+    return h("div", null,
+      facts([["Active version", "v" + versions[0].version + " since " + versions[0].active_at],
+             ["Last breaking change", last ? "v" + last.version + " at " + last.active_at + ": " + last.changes : "none"]]),
+      table(["Version", "Active since", "Breaking", "What changed"], versions.map(function (v) {
+        return h("tr", null, h("td", null, "v" + v.version), h("td", null, v.active_at),
+          h("td", null, v.breaking ? h("span", { className: "badge warnb" }, "breaking") : ""), h("td", null, v.changes));
+      }), "versions"));
   }
 
   /* State: offsets, recent steps, lag and what blocks a topic, when the state store has them. */

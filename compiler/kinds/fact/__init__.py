@@ -20,18 +20,27 @@ if TYPE_CHECKING:
     from ...verify import Expected
 
 
+ON_SCHEMA_CHANGE = ("fail", "append_new_columns", "rebuild")
+
+
 @dataclass(frozen=True)
 class FactKind(ModelKind):
     """An append-mostly table built in idempotent steps over ``(last, next]`` positions."""
 
     name: ClassVar[str] = "fact"
     breaking: ClassVar[tuple[str, ...]] = ("source", "partition_by")
+    operational: ClassVar[tuple[str, ...]] = ("maxstep", "delay_seconds", "depends_on", "on_schema_change")
+    on_breaking: ClassVar[str] = "refuse"
     run_folder: ClassVar[bool] = True
     source: str | None = None
     maxstep: int = 1_000_000
     delay_seconds: int = 0
     depends_on: tuple[str, ...] = ()
     partition_by: tuple[str, ...] = ()
+    #: a breaking change of its definition (``compiler.catalog``): ``fail`` (the run refuses),
+    #: ``append_new_columns`` (new columns appended to the SELECT are added to the table; rows
+    #: already written keep what the old definition gave) or ``rebuild`` (a full refresh)
+    on_schema_change: str = "fail"
 
     @property
     def is_incremental(self) -> bool:
@@ -47,6 +56,11 @@ class FactKind(ModelKind):
         if options.lease_ttl:
             steps.lease_ttl_seconds = options.lease_ttl
         return fact_runner(options.store, steps, options.echo)
+
+    def next_run(self, manifest, model, store, now) -> tuple[str, str]:
+        from .steps import next_run
+
+        return next_run(manifest, model, store, now)
 
     def run_files(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
         from .plan import bounds_script, fact, step_script

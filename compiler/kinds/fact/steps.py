@@ -133,6 +133,24 @@ def watch_spec(plan: FactPlan) -> watch.Spec:
         prefixes=tuple(sorted(f"{d.name}:" for d in plan.depends_on if d.kind == "mv")))
 
 
+def next_run(manifest: Manifest, model: Model, store: StateStore, now: datetime) -> tuple[str, str]:
+    """What the next run does to this fact (``mvflow plan``)."""
+    plan = fact(manifest, model)
+    offset = store.get(plan.topic)
+    if offset is None or (offset.last is None and offset.next is None):
+        return "build", "no step committed yet"
+    if offset.in_flight:
+        return "redo", f"the step ({_words(offset.last)}, {_words(offset.next)}] that did not commit"
+    seen = watch.is_idle(store, watch_spec(plan), now)
+    if seen is not None:
+        return "nothing", _idle_message(offset.state, seen, now, plan.delay_seconds)
+    return "steps", f"after {_words(offset.last)} (at most {plan.maxstep:,} rows each)"
+
+
+def _words(position) -> str:
+    return ", ".join(str(v) for v in position) if position else "the start"
+
+
 def run_fact(spark: "SparkSession", manifest: Manifest, model: Model, store: StateStore,
              options: StepOptions, echo: Callable[[str], None] = print) -> Result:
     """Run steps of one fact model until it is caught up, blocked or ``max_steps`` are done."""

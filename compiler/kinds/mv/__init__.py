@@ -35,6 +35,9 @@ class MvKind(ModelKind):
 
     name: ClassVar[str] = "mv"
     breaking: ClassVar[tuple[str, ...]] = ("unique_key",)
+    operational: ClassVar[tuple[str, ...]] = ("fanout_threshold", "compact_threshold", "strategy", "min_interval_seconds",
+                                              "chunk_keys", "cluster_by")
+    on_breaking: ClassVar[str] = "rebuild"
     run_folder: ClassVar[bool] = True
     unique_key: tuple[str, ...] = ()
     fanout_threshold: float = 0.2
@@ -54,6 +57,11 @@ class MvKind(ModelKind):
 
         return mv_runner(options.store, options.full_refresh, options.echo, options.file_check, options.phase,
                          options.holder, options.lease_ttl)
+
+    def next_run(self, manifest, model, store, now) -> tuple[str, str]:
+        from .refresh import next_run
+
+        return next_run(manifest, model, store, now)
 
     def run_files(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
         header = f"-- mvflow: {model.name} (mv), derived from {model.path}\n"

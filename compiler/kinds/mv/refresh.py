@@ -139,17 +139,11 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
     result = Result(model.name, "mv", "success", started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     try:
         plan = mv_plan(model, manifest)
-        kind = _kind(model.kind)
-        until = None if full_refresh else strategy.not_due_until(now(), last_batch_time(store, plan.topic()),
-                                                                 kind.min_interval_seconds)
         spec = watch_spec(plan, _watched_definition(plan, derived(manifest, model)))
-        seen = watch.is_idle(store, spec, now()) if file_check and not full_refresh and until is None else None
-        if until is not None:  # decided from the state store alone: Spark is not asked
+        waiting = None if full_refresh else waiting_words(plan, _kind(model.kind), spec, store, now(), file_check)
+        if waiting is not None:  # decided from the state store and file listings alone: Spark is not asked
             result.rows = 0
-            result.message = strategy.not_due_words(until, kind.min_interval_seconds)
-        elif seen is not None:
-            result.rows = 0
-            result.message = f"up to date (no input file or upstream batch moved since batch {json.loads(seen.last)[0]})"
+            result.message = waiting
         else:
             observed = watch.observe(spark, store, spec)
             leasing = {"holder": holder, "lease_seconds": lease_seconds, "now": now, "phase": phase, "echo": echo}
@@ -170,6 +164,29 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
         result.message = _spark_message(exc)
     result.seconds = time.monotonic() - started
     return result
+
+
+def waiting_words(plan: MvPlan, kind: MvKind, spec: watch.Spec, store: StateStore, now: datetime,
+                  file_check: bool = True) -> str | None:
+    """Why the MV has nothing to do now, without Spark: within ``min_interval`` of its last batch,
+    or (``file_check``) no input file or upstream batch moved since it last looked; else None."""
+    until = strategy.not_due_until(now, last_batch_time(store, plan.topic()), kind.min_interval_seconds)
+    if until is not None:
+        return strategy.not_due_words(until, kind.min_interval_seconds)
+    seen = watch.is_idle(store, spec, now) if file_check else None
+    return f"up to date (no input file or upstream batch moved since batch {json.loads(seen.last)[0]})" if seen else None
+
+
+def next_run(manifest: "Manifest", model: "Model", store: StateStore, now: datetime) -> tuple[str, str]:
+    """What the next run does to this MV (``mvflow plan``)."""
+    plan = mv_plan(model, manifest)
+    offset = store.get(plan.topic())
+    if offset is None or offset.last is None:
+        return "build", "no batch committed yet"
+    if offset.in_flight:
+        return "redo", "the batch that did not commit, over the ranges it planned"
+    waiting = waiting_words(plan, _kind(model.kind), watch_spec(plan, _watched_definition(plan, derived(manifest, model))), store, now)
+    return ("nothing", waiting) if waiting else ("refresh", "an input moved: the affected keys (the strategy is chosen at run time)")
 
 
 def watch_spec(plan: MvPlan, definition: str) -> watch.Spec:
