@@ -427,7 +427,7 @@ def plan(obj: _Context, select, exclude, target, full_refresh) -> None:
     from .state import open_state_store
 
     manifest = obj.manifest(target)
-    selected = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.produces]
+    selected = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name not in ("seed", "ephemeral")]
     store = open_state_store(manifest.project.target(target).state)
     steps = next_runs(manifest, selected, store, utc_now(), full_refresh)
     click.echo("\n".join(str(step) for step in steps))

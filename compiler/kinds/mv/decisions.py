@@ -24,14 +24,14 @@ def rebuild_reason(full_refresh: bool, committed: bool, in_flight: bool, stored_
     ...                definition_matches=False, swapping="")
     'the definition changed'
     """
-    if full_refresh:
-        return "--full-refresh"
     if not committed and not in_flight:
         return "first run"
     if not stored_exists:
         return "no stored MV"
-    if not definition_matches:
+    if not definition_matches:  # before --full-refresh: the catalog asks a rebuild of a changed MV with it
         return "the definition changed"
+    if full_refresh:
+        return "--full-refresh"
     if swapping:
         return "redo of an interrupted build or compaction"
     return None
