@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,10 @@ import pytest
 from compiler.project import DEFAULT_SPARK_CONF, SparkSettings, StateSettings, Target
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_sessionstart(session) -> None:
+    session.mvflow_started = time.monotonic()  # for tests that run only when the run has time left
 
 
 @pytest.fixture(scope="session")

@@ -65,10 +65,10 @@ def _untyped(entry: Entry) -> Entry:
     return replace(entry, columns=(), upstream=())
 
 
-def describe(manifest: "Manifest", model: "Model", upstream: Mapping[str, int] = {}) -> Entry:
+def describe(manifest: "Manifest", model: "Model", upstream: Mapping[str, int] | None = None) -> Entry:
     """The entry compile knows for ``model`` (no types); ``upstream``: the active catalog version of
     each model (those it reads are kept)."""
-    kind = model.kind
+    kind, upstream = model.kind, upstream or {}
     ignored = {"name", *kind.operational}
     config = tuple((name, json.dumps(value, sort_keys=True, default=str)) for name, value in kind.to_dict().items()
                    if name not in ignored and value not in ((), None, ""))
