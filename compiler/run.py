@@ -134,7 +134,6 @@ def run_models(
 
     def execute(name: str) -> Result:
         model = manifest.node(name)
-        runner = model.kind.runner(options)
         busy.add(name)  # before the stop check: a stop waits for the models that passed it (_stop)
         try:
             if stopping.is_set():
@@ -142,10 +141,11 @@ def run_models(
             where = started[name] = failures.Running(manifest, model, spark)
             echo(f"{_clock()} | START {model.kind.name:<5} {model.relation if name in manifest.models else name}")
             with failures.running(where):
-                if name in manifest.models and model.kind.produces:
-                    outcomes[name] = catalog.run(spark, model, options, lambda chosen: model.kind.runner(chosen)(spark, manifest, model))
-                else:
-                    outcomes[name] = runner(spark, manifest, model)
+                def run(chosen: RunOptions) -> Result:
+                    return model.kind.runner(chosen)(spark, manifest, model)
+
+                produces = name in manifest.models and model.kind.produces
+                outcomes[name] = catalog.run(spark, model, options, run) if produces else run(options)
             return outcomes[name]
         finally:
             busy.discard(name)

@@ -135,6 +135,11 @@ def watch_spec(plan: FactPlan) -> watch.Spec:
 
 def next_run(manifest: Manifest, model: Model, store: StateStore, now: datetime) -> tuple[str, str]:
     """What the next run does to this fact (``mvflow plan``)."""
+    from ...status import show_position
+
+    def _words(position) -> str:
+        return show_position(position) if position else "the start"
+
     plan = fact(manifest, model)
     offset = store.get(plan.topic)
     if offset is None or (offset.last is None and offset.next is None):
@@ -145,10 +150,6 @@ def next_run(manifest: Manifest, model: Model, store: StateStore, now: datetime)
     if seen is not None:
         return "nothing", _idle_message(offset.state, seen, now, plan.delay_seconds)
     return "steps", f"after {_words(offset.last)} (at most {plan.maxstep:,} rows each)"
-
-
-def _words(position) -> str:
-    return ", ".join(str(v) for v in position) if position else "the start"
 
 
 def run_fact(spark: "SparkSession", manifest: Manifest, model: Model, store: StateStore,
