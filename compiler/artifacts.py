@@ -14,6 +14,7 @@ from typing import Any, Iterable
 from .background import Background, worth_forking
 from .compile import Manifest, Model
 from .data_tests import DataTest
+from .dbt.docs import doc_blocks
 from .graph import node_name
 from .lineage import Lineage, lineage
 
@@ -214,7 +215,8 @@ def manifest_dict(manifest: Manifest, traced: Lineage | None = None, entries: di
         entries = {name: _lineage_entry(traced, manifest, name) for name in manifest.models}
     return {
         "manifest_version": MANIFEST_VERSION,
-        "project": {"name": manifest.project.name, "version": manifest.project.version},
+        "project": {"name": manifest.project.name, "version": manifest.project.version,
+                    "overview": doc_blocks(manifest.project).get("__overview__")},
         "target": manifest.target,
         "sources": {sid: s.to_dict() for sid, s in manifest.sources.items()},
         "models": {name: {**_model_dict(m, manifest), "lineage": entries[name]} for name, m in manifest.models.items()},

@@ -666,7 +666,7 @@ def _infer_columns(manifest: Manifest) -> None:
             for column in _duplicates(model.columns):
                 problems.add(Problem(f"two output columns are named '{column}'", model.path, column_line(model.ast, column),
                                      hint="give one of them another alias (AS ...)", code="duplicate-column"))
-            _check_column_docs(model, problems)
+            _check_column_docs(model, manifest.warnings.append if manifest.project.dialect == "dbt" else problems.add)
             _check_cluster_by(model, problems)
     problems.raise_if_any()
 
@@ -682,14 +682,15 @@ def _stored_columns(model: Model, select_columns: list[str] | None, problems: Pr
         return select_columns
 
 
-def _check_column_docs(model: Model, problems: ProblemList) -> None:
-    """Docs of a column the model does not output (a typo, or a column since removed)."""
+def _check_column_docs(model: Model, report: Callable[[Problem], None]) -> None:
+    """Docs of a column the model does not output (a typo, or a column since removed): an error in
+    mvflow's projects, a warning in dbt's (dbt accepts them, and well-known projects have some)."""
     outputs = {c.lower(): c for c in model.columns or ()}
     for column, (path, line) in model.column_doc_lines.items():
         if column.lower() not in outputs:
-            problems.add(Problem(f"model '{model.name}' docs describe column '{column}', which the model does not output",
-                                 path, line, code="unknown-column",
-                                 hint=did_you_mean(column, model.columns) or "its columns: " + ", ".join(model.columns)))
+            report(Problem(f"model '{model.name}' docs describe column '{column}', which the model does not output",
+                           path, line, code="unknown-column",
+                           hint=did_you_mean(column, model.columns) or "its columns: " + ", ".join(model.columns)))
 
 
 def _check_cluster_by(model: Model, problems: ProblemList) -> None:

@@ -168,7 +168,7 @@ def test_demo_manifest_content(tmp_path: Path):
     manifest = json.loads((project / "target/manifest.json").read_text())
     models = manifest["models"]
 
-    assert manifest["project"] == {"name": "marketplace", "version": "1.0"}
+    assert manifest["project"] == {"name": "marketplace", "version": "1.0", "overview": None}
     assert manifest["order"].index("stg_orders") < manifest["order"].index("orders_enriched")
     assert manifest["order"].index("offers_wide") < manifest["order"].index("orders_enriched")
     assert {name: m["kind"]["name"] for name, m in models.items()} == {

@@ -238,6 +238,27 @@ def test_unsupported_dbt_features_are_one_warning_each(tmp_path, capsys):
     assert "warning: models/marts/units.yml:1: [dbt-unsupported] 'unit_tests' is not supported by mvflow: ignored" in err
 
 
+def test_docs_of_missing_columns_warn_and_the_overview_block_heads_the_docs(tmp_path, capsys):
+    """As dbt: docs of a column the model does not output are accepted (jaffle_shop documents
+    ``total_order_amount``, which its ``customers`` does not output), and ``__overview__`` is the
+    docs site's front page."""
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURE, project)
+    schema = project / "models" / "marts" / "schema.yml"
+    schema.write_text(schema.read_text().replace(
+        "      - name: customer_id\n        tests: [unique, not_null]\n",
+        "      - name: customer_id\n        tests: [unique, not_null]\n      - name: total_order_amount\n"
+        "        description: not an output column\n", 1))
+    (project / "docs" / "front.md").write_text("{% docs __overview__ %}\nThe **shop**.\n{% enddocs %}\n")
+    assert _exit_code(lambda: main(["--project-dir", str(project), "docs", "generate"])) == 0
+    err = capsys.readouterr().err
+    assert ("warning: models/marts/schema.yml:9: [unknown-column] model 'customer_orders' docs describe column "
+            "'total_order_amount', which the model does not output") in err
+    manifest = json.loads((project / "target" / "manifest.json").read_text())
+    assert manifest["project"]["overview"] == "The **shop**."
+    assert "The **shop**." in (project / "target" / "docs" / "data.js").read_text()
+
+
 def test_vars_on_the_command_line_override_the_projects(tmp_path):
     project = tmp_path / "project"
     shutil.copytree(FIXTURE, project)

@@ -507,7 +507,9 @@
           " · scroll to zoom, drag to pan, click a node to open it")),
       D.warnings.length ? h("details", { className: "warnings" }, h("summary", null, D.warnings.length + " compile warnings"),
         h("ul", null, D.warnings.map(function (w) { return h("li", null, w); }))) : null);
-    return h("div", { className: "page page-graph" }, head, graphView(focus));
+    // dbt's convention: a docs block named __overview__ is the front page's text
+    var overview = D.project.overview ? h("p", { className: "description overview-text" }, D.project.overview) : null;
+    return h("div", { className: "page page-graph" }, head, overview, graphView(focus));
   }
 
   function modelPage(name) {
