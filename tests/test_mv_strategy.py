@@ -93,6 +93,19 @@ def test_chunked_batch_crashed_between_chunks_resumes_with_new_changes_landing(s
     assert {r.currency for r in world.table()} == {"GBP"}
 
 
+def test_auto_decides_a_full_build_on_the_probes_count_before_any_key_query(spark, tmp_path):
+    world = World(spark, tmp_path, {"wide": WIDE.replace(FORCED, "strategy='auto'")})
+    seed(world)
+    assert world.refresh().strategy == FULL                  # the first build: the cost model's only figure
+    phases: list[str] = []
+    for offer in range(1, 6):                                 # 5 of 6 main keys: more than a build's worth
+        world.put("offers", id=offer, title=f"edited {offer}")
+    wide = world.refresh(phase=phases.append)
+    assert wide.strategy == FULL and "changed main keys" in wide.decision.reason
+    assert "mv:changed-keys" not in phases and "mv:affected-keys" not in phases
+    world.check()
+
+
 def test_min_interval_is_answered_without_spark_and_runs_report_the_strategy(spark, tmp_path):
     world = World(spark, tmp_path, {"wide": WIDE.replace(FORCED, "strategy='auto', min_interval='10m'")})
     seed(world)

@@ -80,6 +80,13 @@ def test_a_small_mv_whose_refresh_costs_more_than_a_build_builds_before_any_key(
     assert before_changes(MvKind(), 10_000, small[:1]).strategy is None  # only a prior: measure a refresh first
 
 
+def test_the_probes_count_of_changed_main_keys_decides_before_the_key_queries():
+    decision = before_changes(MvKind(), 100_000, HISTORY, probed_main_keys=95_000)
+    assert decision.strategy == FULL and decision.keys == 95_000 and "changed main keys" in decision.reason
+    assert before_changes(MvKind(), 100_000, HISTORY, probed_main_keys=600).strategy is None
+    assert before_changes(MvKind(strategy="incremental"), 100_000, HISTORY, probed_main_keys=95_000).strategy is None
+
+
 def test_second_decision_point_builds_at_once_only_when_clearly_wide():
     assert before_keys(MvKind(), {"o": 95_000}, ["o"], 100_000, HISTORY).strategy == FULL
     assert before_keys(MvKind(), {"o": 60_000}, ["o"], 100_000, HISTORY).strategy is None  # maybe chunked

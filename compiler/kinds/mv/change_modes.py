@@ -67,6 +67,7 @@ class Probe:
     positions: dict[str, tuple | None] = field(default_factory=dict)
     types: dict[str, dict[str, str]] = field(default_factory=dict)
     fingerprints: dict[str, str] = field(default_factory=dict)
+    changed_keys: dict[str, int] = field(default_factory=dict)  # keys past ``last`` of ``position`` inputs
 
 
 class Batch(Protocol):
@@ -168,11 +169,13 @@ class Positions(ChangeMode):
     """``position``: monotonic columns of the table itself (``changes`` reads a feed table instead)."""
 
     words = "position"
+    rows_are_keys = True  # the table itself: one row per key, so its rows past ``last`` are its changed keys
 
     def probe(self, run: Batch, last: tuple | None, column: str) -> "DataFrame":
         """The newest position, among the rows past ``last`` only when given (none: it is ``last``),
         so Parquet's row-group statistics skip the old data. A rebuild asks for the true newest
-        (a source re-created with smaller positions must be read from the start)."""
+        (a source re-created with smaller positions must be read from the start). The same
+        aggregate counts those rows: the strategy's first estimate of a batch's size."""
         from pyspark.sql import functions as F
 
         table = run.spark.table(self.table)
@@ -181,18 +184,22 @@ class Positions(ChangeMode):
         if last:
             table = table.where(_after(table, self.info.position, last, types))
         newest = F.max(F.struct(*[table[c] for c in self.info.position]))  # lexicographic, as the range is
-        return table.agg(newest.alias(column)).select(F.lit(self.input_id).alias("input"), column)
+        return table.agg(newest.alias(column), F.count(F.lit(1)).alias(f"{column}_rows")) \
+            .select(F.lit(self.input_id).alias("input"), column, f"{column}_rows")
 
     def read_probe(self, run: Batch, row: Any) -> None:
         newest = row[self.column]
         run.probe.positions[self.input_id] = tuple(encode(v) for v in newest) \
             if newest is not None and newest[0] is not None else self.last
+        if self.last and self.rows_are_keys:
+            run.probe.changed_keys[self.input_id] = int(row[f"{self.column}_rows"] or 0)
 
 
 class Feed(Positions):
     """``changes: {table, position}``: a keys-only change feed; keys gone from the source are deletes."""
 
     words = "change feed"
+    rows_are_keys = False  # a key may have several feed rows
 
     @property
     def table(self) -> str:
