@@ -20,7 +20,7 @@ from .report import Report, Row, ratio
 
 ROOT = Path(__file__).resolve().parent.parent
 MVFLOW = Path(sys.executable).parent / "mvflow"
-DEMO_FILES = ("project.yml", "models", "macros", "lineage")
+DEMO_FILES = ("project.yml", "models", "macros", "lineage", "seeds", "data_tests")
 TARGET_RATIO = 1.2
 NOOP_SELECT = "kind:mv kind:fact"
 
