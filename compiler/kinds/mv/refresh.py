@@ -335,8 +335,8 @@ class _Refresh:
         if reason is None and self.redo and state.chunked.get("batch") == batch:
             self.resume, self.span = True, int(state.chunked["chunks"])
         elif reason is None:  # decided without any key: config(strategy='full'), or a small MV
-            mains = max((self.probe.changed_keys.get(part.main_input, 0) for part in self.plan.parts), default=0)
-            forced = strategy.before_changes(_kind(self.kind), state.base_rows, self.history, mains)
+            probed = max((self.probe.changed_keys.get(part.main_input, 0) for part in self.plan.parts), default=0)
+            forced = strategy.before_changes(_kind(self.kind), state.base_rows, self.history, probed)
             reason, forced = (forced.reason, forced) if forced.strategy == FULL else (None, None)
         self.store.set_next(self.leases[self.plan.topic()], (batch,), self.now())
         ranges = self._plan_ranges(batch, fresh=reason is not None)

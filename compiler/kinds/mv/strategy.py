@@ -30,7 +30,8 @@ affected keys are found once per batch, not per chunk).
 
 Three decision points per batch, each cheaper to reach than the next: ``before_changes`` (the
 probe saw changes; a model whose refresh by key costs more than a full build even for one key,
-a small MV, builds without finding any key), ``before_keys`` (the changed-key counts are known: a
+a small MV, builds without finding any key, and so does one whose main input's changed keys,
+counted by the probe, already cost more by key than a full build), ``before_keys`` (the changed-key counts are known: a
 change clearly wider than a full build's break-even goes straight to a full build, without
 finding the affected keys) and ``after_keys`` (the affected keys are known: the old fan-out guard,
 now cost-based). ``not_due_until`` is ``min_interval``.
