@@ -215,7 +215,24 @@ def show_position(position: Position | None, batch: bool = False, unit: str = "b
         return "no rows yet"
     if batch:
         return f"{unit} {position[0]}"
+    if (state := numerator_state(position)) is not None:
+        return state
     return ", ".join(show_value(v) for v in position)
+
+
+def numerator_state(position: Position) -> str | None:
+    """A numerator's position (its state version T.S.V.G, build, previous build, scheme) in words;
+    None for any other position.
+
+    >>> numerator_state((1, 0, 2, 7, 12, 9, "0:4:offer_id")), numerator_state(("2025-12-31T22:33:36", 525))
+    ('state 1.0.2.7 (build 12)', None)
+    """
+    if len(position) != 7 or not isinstance(position[-1], str) or not _SCHEME.match(position[-1]):
+        return None
+    return f"state {'.'.join(str(v) for v in position[:4])} (build {position[4]})"
+
+
+_SCHEME = re.compile(r"\d+:\d+:")  # a numerator's sharding scheme: number, shards, key columns
 
 
 def show_value(value: Any) -> str:
