@@ -41,8 +41,9 @@ def write_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -
     """Write compiled SQL and run scripts of the selected models (default all) and the manifest."""
     target = manifest.project.target_dir
     write = _Writer()
+    names = list(selected) if selected is not None else list(manifest.models)
     with Background(lambda: _traced(manifest), fork=worth_forking(len(manifest.models))) as later:
-        for name in selected if selected is not None else manifest.models:
+        for name in names:
             model = manifest.models[name]
             stem = model_stem(model, manifest)
             write(target / "compiled" / f"{stem}.sql", compiled_sql(model))
@@ -54,15 +55,17 @@ def write_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -
             else:
                 for text in files.values():
                     write(target / "run" / f"{stem}.sql", text)
-        for test in manifest.tests.values():
+        # with a selection, the tests of what is selected (the others' files stay as they were)
+        for test in [t for t in manifest.tests.values() if selected is None or set(names) & set(t.depends_on)]:
             write(target / "compiled" / f"{test.target_stem}.sql", f"-- {test.name} (test) compiled from {test.path}\n{test.sql}")
             for text in test.kind.run_files(manifest, test).values():
                 write(target / "run" / f"{test.target_stem}.sql", text)
         for which, statements in manifest.hooks.items():
             write(target / "run" / f"{which}.sql", f"-- mvflow: the project's {which} hooks\n" +
                   "".join(f"\n{sql.rstrip()};\n" for sql in statements))
-        write.prune(target / "compiled" / "tests")
-        write.prune(target / "run" / "tests")
+        if selected is None:
+            write.prune(target / "compiled" / "tests")
+            write.prune(target / "run" / "tests")
         lineage_json, entries, changes = later.result()
     if manifest.cache is not None and later.forked:
         manifest.cache.apply_changes(changes)

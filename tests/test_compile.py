@@ -153,11 +153,19 @@ def test_run_script_of_a_table_holds_the_whole_statement_sequence(tmp_path: Path
 
 def test_select_limits_the_files_written_but_not_the_manifest(tmp_path: Path):
     project = copy_demo(tmp_path / "p")
-    compile_dir(project, "--select", "stg_shops")
+    compile_dir(project, "--select", "offers_wide")
     files = set(tree(project / "target"))
-    assert "compiled/staging/stg_shops.sql" in files and "compiled/marts/shop_stats.sql" not in files
+    assert "compiled/marts/offers_wide.sql" in files and "compiled/marts/shop_stats.sql" not in files
     manifest = json.loads((project / "target/manifest.json").read_text())
     assert len(manifest["models"]) == 8  # seven models and a seed
+    tests = {f for f in files if f.startswith("compiled/tests/")}
+    assert tests == {f"compiled/tests/{name}.sql" for name, t in manifest["tests"].items()
+                     if "offers_wide" in t["depends_on"]["models"]}, "only the selected model's tests"
+    assert "compiled/tests/unique_offers_wide_offer_id.sql" in tests and len(tests) < len(manifest["tests"])
+    compile_dir(project)
+    every = {f for f in tree(project / "target") if f.startswith("compiled/tests/")}
+    compile_dir(project, "--select", "offers_wide")
+    assert {f for f in tree(project / "target") if f.startswith("compiled/tests/")} == every  # the others stay
 
 
 # -- manifest.json ---------------------------------------------------------------------------
