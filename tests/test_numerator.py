@@ -17,6 +17,7 @@ from compiler.kinds.numerator.generation import GenerationOptions, run_numerator
 from compiler.kinds.numerator.version import Position, Version
 from compiler.phases import NUMERATOR_PHASES, Crash, crash_at
 from compiler.project import StateSettings, load_project
+from compiler.spark import LazySession
 from compiler.state import open_state_store
 from compiler.verify import verify_model
 
@@ -319,6 +320,21 @@ def test_a_crash_at_every_phase_then_a_rerun_gives_the_same_ids(spark, make_proj
         assert not env.store.get(TOPIC).in_flight
         kept = {f"ids__mvflow_state_{published.build}", f"ids__mvflow_state_{published.previous}"}
         assert set(env.builds()) <= kept, phase  # the crashed try's tables are gone
+
+
+def test_a_run_with_no_input_file_moved_does_not_start_spark(env):
+    first = env.run([1, 2])
+    assert first.status == "success", first.message
+    lazy = LazySession(lambda: env.spark)
+    idle = run_numerator(lazy, env.model, env.store, GenerationOptions())
+    assert idle.message == f"up to date (no input file moved since state {env.version()})" and idle.rows == 2
+    assert not lazy.started
+    assert env.model.kind.next_run(env.manifest, env.model, env.store, datetime.now(timezone.utc))[0] == "nothing"
+    assert run_numerator(lazy, env.model, env.store, GenerationOptions(file_check=False)).status == "success"
+    assert lazy.started                                       # --no-file-check asks Spark
+    moved = env.run([1, 2, 3])                               # the input's files moved: a new generation
+    assert moved.status == "success" and "1 new ids" in moved.message, moved.message
+    assert len(env.ids()) == 3
 
 
 def test_a_stale_writer_cannot_publish(env):

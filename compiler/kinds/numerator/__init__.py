@@ -113,12 +113,26 @@ class NumeratorKind(ModelKind):
     def runner(self, options: "RunOptions") -> ModelRunner:
         from .generation import GenerationOptions, numerator_runner
 
-        chosen = GenerationOptions(rebuild=options.rebuild_state, fresh=options.full_refresh, phase=options.phase)
+        chosen = GenerationOptions(rebuild=options.rebuild_state, fresh=options.full_refresh, phase=options.phase,
+                                   file_check=options.file_check)
         if options.holder:
             chosen.holder = options.holder
         if options.lease_ttl:
             chosen.lease_ttl_seconds = options.lease_ttl
         return numerator_runner(options.store, chosen)
+
+    def next_run(self, manifest, model, store, now) -> tuple[str, str]:
+        from .generation import waiting_words, watch_spec
+        from .plan import numerator
+
+        plan = numerator(model)
+        offset = store.get(plan.topic)
+        if offset is None or offset.last is None:
+            return "build", "no state committed yet"
+        if offset.in_flight:
+            return "redo", "the generation that did not commit"
+        waiting = waiting_words(watch_spec(plan, model), store, now)
+        return ("nothing", waiting) if waiting else ("generation", "an input file moved: a new generation if its key set changed")
 
     def run_files(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
         from .plan import generation_script, numerator

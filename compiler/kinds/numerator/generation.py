@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable
 
+from ... import watch
 from ...errors import Problem, RunError
 from ...failures import running_statement
 from ...leases import kept
@@ -54,6 +55,7 @@ def utc_now() -> datetime:
 class GenerationOptions:
     rebuild: bool = False  # ``--rebuild-state``: compact the state (a new V) in this generation
     fresh: bool = False  # ``--full-refresh``: a new state from the input alone (new ids)
+    file_check: bool = True  # first ask compiler.watch whether an input file moved, without Spark
     lease_ttl_seconds: float = 600.0
     holder: str = field(default_factory=default_holder)
     clock: Callable[[], datetime] = utc_now
@@ -71,18 +73,45 @@ def numerator_runner(store: StateStore | None, options: GenerationOptions):
 
 
 def run_numerator(spark: "SparkSession", model: "Model", store: StateStore, options: GenerationOptions) -> "Result":
-    """Build one generation of a numerator model (or find that its input changes nothing)."""
+    """Build one generation of a numerator model (or find that its input changes nothing). With
+    ``file_check``, first ask ``compiler.watch`` whether an input file moved: if none did since a
+    run found the input changed nothing or built from it, Spark is not asked."""
 
     def work(result: "Result") -> None:
         plan = numerator(model)
+        spec = watch_spec(plan, model)
+        if options.file_check and not (options.rebuild or options.fresh):
+            waiting = waiting_words(spec, store, options.clock())
+            if waiting is not None:  # decided from the state store and file listings alone
+                offset = store.get(plan.topic)
+                result.rows, result.message = (offset.rows if offset is not None else 0), waiting
+                return
+        observed = watch.observe(spark, store, spec)  # before the input is read
         lease = store.acquire(plan.topic, options.holder, options.lease_ttl_seconds, options.clock())
         try:
             with kept(store, lambda: [lease], options.lease_ttl_seconds, options.clock):
                 _Generation(spark, plan, store, lease, options, result).run()
         finally:
             store.release(lease)
+        watch.record(store, spec, observed)
 
     return timed(model, work)
+
+
+def watch_spec(plan: NumeratorPlan, model: "Model") -> watch.Spec:
+    """A numerator waits on the tables its SELECT reads."""
+    return watch.Spec(plan.topic, watch.sql_hash(repr(plan)), tuple(sorted({table for table, _ in model.tables_read})))
+
+
+def waiting_words(spec: watch.Spec, store: StateStore, now: datetime) -> str | None:
+    """Why the numerator has nothing to do, without Spark: no input file moved since a run read
+    its input (which then changed nothing, or was numbered); else None."""
+    seen = watch.is_idle(store, spec, now)
+    if seen is None:
+        return None
+    offset = store.get(spec.topic)
+    published = Position.from_list(offset.last) if offset is not None and offset.last else None
+    return f"up to date (no input file moved since state {published.version if published else '-'})"
 
 
 class _Generation:
