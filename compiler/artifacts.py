@@ -42,6 +42,7 @@ def write_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -
     target = manifest.project.target_dir
     write = _Writer()
     names = list(selected) if selected is not None else list(manifest.models)
+    chosen = set(names)
     with Background(lambda: _traced(manifest), fork=worth_forking(len(manifest.models))) as later:
         for name in names:
             model = manifest.models[name]
@@ -56,7 +57,7 @@ def write_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -
                 for text in files.values():
                     write(target / "run" / f"{stem}.sql", text)
         # with a selection, the tests of what is selected (the others' files stay as they were)
-        for test in [t for t in manifest.tests.values() if selected is None or set(names) & set(t.depends_on)]:
+        for test in [t for t in manifest.tests.values() if selected is None or chosen & set(t.depends_on)]:
             write(target / "compiled" / f"{test.target_stem}.sql", f"-- {test.name} (test) compiled from {test.path}\n{test.sql}")
             for text in test.kind.run_files(manifest, test).values():
                 write(target / "run" / f"{test.target_stem}.sql", text)

@@ -24,6 +24,8 @@ from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from .kinds.mv.storage import MvState
+from .kinds.numerator.version import Position as NumeratorPosition
+from .kinds.numerator.version import Scheme
 from .state import Assignment, Claim, Offset, Position, Runner, StepLogRow, holder_is_gone
 
 NONE = "-"
@@ -227,12 +229,12 @@ def numerator_state(position: Position) -> str | None:
     >>> numerator_state((1, 0, 2, 7, 12, 9, "0:4:offer_id")), numerator_state(("2025-12-31T22:33:36", 525))
     ('state 1.0.2.7 (build 12)', None)
     """
-    if len(position) != 7 or not isinstance(position[-1], str) or not _SCHEME.match(position[-1]):
+    try:
+        numbered = NumeratorPosition.from_list(position)
+        Scheme.parse(numbered.scheme)
+    except (TypeError, ValueError):
         return None
-    return f"state {'.'.join(str(v) for v in position[:4])} (build {position[4]})"
-
-
-_SCHEME = re.compile(r"\d+:\d+:")  # a numerator's sharding scheme: number, shards, key columns
+    return f"state {numbered.version} (build {numbered.build})"
 
 
 def show_value(value: Any) -> str:
