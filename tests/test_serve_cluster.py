@@ -116,6 +116,15 @@ class Runners:
     def log(self, proc: subprocess.Popen) -> str:
         return (self.logs / f"{proc.name}.log").read_text()  # type: ignore[attr-defined]
 
+    def report(self) -> str:
+        """The MV's and the fact's offsets and job leases, and every runner's last log lines: what a
+        timeout needs to be understood after the test's files are gone."""
+        lines = [f"{topic}: {self.store.get(topic)}" for topic in (MV, FACT, JOB_TOPIC + MV, JOB_TOPIC + FACT)]
+        for runner, proc in self.procs.items():
+            tail = self.log(proc).splitlines()[-25:]
+            lines += [f"--- {proc.name} ({runner}, exit {proc.poll()}):", *tail]  # type: ignore[attr-defined]
+        return "\n".join(lines)
+
     def kill(self, runner: str) -> None:
         """kill -9 the runner and its JVM; reaped at once, as an init system would (a zombie's pid
         still answers, and the runners would wait for the TTL instead of seeing it gone)."""
@@ -153,15 +162,21 @@ def wait_until(what: str, check, seconds: float = 300, every: float = 0.25):
 
 def caught_up(store: PostgresStateStore, landed: datetime):
     """Whether the MV read every change that landed before ``landed``: a batch of it started after
-    that, or a whole run of it did (its job lease taken and given back) and found nothing to do."""
-    job_fence, batch = store.get(JOB_TOPIC + MV).fence, store.get(MV).last
+    that, or a whole run of it began after the job was first seen idle (after ``landed``) and left
+    the offset as it was, having found nothing to do. (A batch in flight at ``landed`` that commits
+    later is neither: the run after it decides.)"""
+    idle: list[tuple[int, object]] = []  # (job fence, offset) when first seen idle
 
     def check() -> bool:
         step = next(iter(store.steps(MV, limit=1)), None)
         if step is not None and step.ts - timedelta(seconds=step.seconds) > landed:
             return True
         job, offset = store.get(JOB_TOPIC + MV), store.get(MV)
-        return job.fence > job_fence and not job.hostid and offset.last == batch and not offset.in_flight
+        if job.hostid or offset.in_flight:
+            return False
+        if not idle:
+            idle.append((job.fence, offset.last))
+        return job.fence > idle[0][0] and offset.last == idle[0][1]
 
     return check
 
@@ -224,7 +239,10 @@ def test_three_runners_survive_kill_9_of_a_runner_mid_batch_and_of_the_coordinat
 
         changer.join(timeout=900)
         assert done.is_set()
-        wait_until(f"{MV} caught up with the last change", caught_up(store, datetime.now(timezone.utc)), seconds=600)
+        try:
+            wait_until(f"{MV} caught up with the last change", caught_up(store, datetime.now(timezone.utc)), seconds=600)
+        except AssertionError as timeout:
+            raise AssertionError(f"{timeout}\n{runners.report()}") from None
     finally:
         runners.stop_all()
     assert_fenced(store, [MV, FACT])
