@@ -405,10 +405,11 @@ def _model(project: Project, renderer: Renderer, display: str, name: str, first,
     if config.get("enabled", True) is False:
         return None
     problems = ProblemList()
-    if not isinstance(config.get("enabled", True), bool):
-        path, line = origin["enabled"]
-        problems.add(Problem(f"enabled must be true or false, got {config['enabled']!r}", path, line,
-                             hint="write enabled=false (no quotes)", code="bad-config"))
+    for key in ("enabled", "full_refresh"):
+        if key in config and not isinstance(config[key], bool) and not (key == "full_refresh" and config[key] is None):
+            path, line = origin[key]
+            problems.add(Problem(f"{key} must be true or false, got {config[key]!r}", path, line,
+                                 hint=f"write {key}=false (no quotes)", code="bad-config"))
     kind: Kind | None = None
     try:
         kind = create_kind(config)

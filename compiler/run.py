@@ -13,7 +13,7 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -21,7 +21,7 @@ import networkx as nx
 
 from . import failures
 from .catalog.record import RunCatalog
-from .compile import Manifest
+from .compile import Manifest, Model
 from .graph import model_id
 from .phases import PhaseHook, no_phase
 from .state import open_state_store
@@ -102,6 +102,19 @@ class RunOptions:
     stopping: Callable[[], bool] = lambda: False  # ``mvflow serve`` is stopping: a fact starts no new step
     rebuild_state: bool = False  # numerator: compact its state (a new rebuild version V) before this generation
 
+    def for_model(self, model: Model) -> "RunOptions":
+        """These options as ``model`` takes them: its ``full_refresh`` config overrides the flag."""
+        chosen = full_refresh_for(model, self.full_refresh)
+        return self if chosen == self.full_refresh else replace(self, full_refresh=chosen)
+
+
+def full_refresh_for(model: Model, asked: bool) -> bool:
+    """Whether ``model`` is rebuilt from its SELECT alone: as dbt's ``full_refresh`` config says
+    (``false``: never, whatever ``--full-refresh`` asks — e.g. a numerator whose ids must stay;
+    ``true``: at every run), else as asked."""
+    configured = model.config.get("full_refresh")
+    return asked if configured is None else bool(configured)
+
 
 def run_models(
     spark: "SparkSession",
@@ -145,7 +158,8 @@ def run_models(
                     return model.kind.runner(chosen)(spark, manifest, model)
 
                 produces = name in manifest.models and model.kind.produces
-                outcomes[name] = catalog.run(spark, model, options, run) if produces else run(options)
+                chosen = options.for_model(model) if produces else options
+                outcomes[name] = catalog.run(spark, model, chosen, run) if produces else run(chosen)
             return outcomes[name]
         finally:
             busy.discard(name)

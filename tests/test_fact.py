@@ -400,3 +400,31 @@ def test_before_and_after_hooks_run_with_each_step(spark, make_project):
     audit = sorted(tuple(r) for r in spark.table(f"{env.src}.audit").collect())
     assert audit == [("after", 3), ("after", 5), ("before", 3), ("before", 5)]
 
+
+
+def test_the_full_refresh_config_overrides_the_flag(spark, make_project):
+    """dbt's ``full_refresh`` config: false keeps a fact's history through ``--full-refresh``
+    (run and plan), true rebuilds it at every run; another value is an error at its line."""
+    env = Env(spark, make_project, extra=", full_refresh=false")
+    env.add_events(1, 5)
+    assert env.run(max_steps=None).rows == 5
+    steps = len(env.store.steps("ev", limit=100))
+    runner = CliRunner()
+
+    def cli_run(*args: str):
+        done = runner.invoke(cli, ["--project-dir", str(env.root), *args])
+        assert done.exit_code == 0, done.output
+        return done.output
+
+    assert "rebuild" not in cli_run("plan", "--full-refresh", "--select", "ev")
+    cli_run("run", "--full-refresh", "--select", "ev")
+    assert len(env.store.steps("ev", limit=100)) == steps and env.fact_rows() == env.oracle()
+
+    (env.root / "models/ev.sql").write_text(FACT.format(src=env.src, extra=", full_refresh=true"))
+    assert "config(full_refresh=true)" in cli_run("plan", "--select", "ev")
+    cli_run("run", "--select", "ev")
+    assert len(env.store.steps("ev", limit=100)) > steps and env.fact_rows() == env.oracle()
+
+    (env.root / "models/ev.sql").write_text(FACT.format(src=env.src, extra=", full_refresh='no'"))
+    done = runner.invoke(cli, ["--project-dir", str(env.root), "compile"])
+    assert "models/ev.sql:2: [bad-config] full_refresh must be true or false, got 'no'" in str(done.exception)

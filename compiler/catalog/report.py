@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Iterable
 
 from ..errors import CompileError, Problem, did_you_mean
+from ..run import full_refresh_for
 from ..state import CatalogVersion, StateStore
 from .changes import breaking, classify
 from .entry import Entry, describe
@@ -157,11 +158,14 @@ def plan(manifest: "Manifest", selected: list[str], store: StateStore, now: date
         current = active.get(name)
         entry = describe(manifest, model, {n: v.version for n, v in active.items()})
         old = Entry.from_json(current.entry) if current else None
+        rebuilt = full_refresh_for(model, full_refresh)
         if old is None or not entry.same_definition(old):
-            steps.append(_changed(model, old, entry, current, full_refresh))
-        else:
-            action, why = model.kind.next_run(manifest, model, store, now)
-            steps.append(Step(name, model.kind.name, action, why))
+            steps.append(_changed(model, old, entry, current, rebuilt))
+            continue
+        action, why = model.kind.next_run(manifest, model, store, now)
+        if rebuilt and action != "run":  # a kind with state of its own (a table or view runs anyway)
+            action, why = "rebuild", "--full-refresh" if full_refresh else "config(full_refresh=true)"
+        steps.append(Step(name, model.kind.name, action, why))
     return steps
 
 

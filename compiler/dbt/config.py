@@ -13,7 +13,7 @@ RENAMED = {"pre-hook": "before", "pre_hook": "before", "post-hook": "after", "po
 SILENT = {"meta", "docs", "persist_docs", "access", "group", "database", "quoting", "labels", "contract", "grants",
           "event_time", "description"}
 #: dbt settings whose default mvflow follows: another value is said once per model
-DEFAULTS = {"on_schema_change": "ignore", "full_refresh": None, "incremental_predicates": None}
+DEFAULTS = {"on_schema_change": "ignore", "incremental_predicates": None}
 #: dbt settings mvflow does not apply, said once per model
 UNSUPPORTED = {"clustered_by", "buckets", "location_root", "tblproperties", "options", "merge_update_columns",
                "merge_exclude_columns", "copy_grants", "snapshot_meta_column_names"}

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 #: Config keys every kind accepts (besides its own fields).
 COMMON_KEYS = frozenset({"materialized", "schema", "database", "alias", "tags", "description", "enabled", "before", "after",
-                         "table_format"})
+                         "table_format", "full_refresh"})
 
 ModelRunner = Callable[["SparkSession", "Manifest", "Model"], "Result"]
 
