@@ -152,6 +152,9 @@ def test_a_breaking_fact_change_is_refused_touching_nothing_then_append_new_colu
     table = env.spark.table(f"{env.out}.ev")
     assert "k" in table.columns and table.count() == 8
     assert table.where("k IS NULL").count() == rows and table.where("k IS NOT NULL").count() == 3  # old rows kept as written
+    assert dict(table.dtypes)["k"] == "int"  # the type Spark gives the SELECT's new column
+    script = (env.root / "target/run/ev/add_columns.sql").read_text()  # what ran, the new columns filled in
+    assert f"ALTER TABLE {env.out}.ev ADD COLUMNS ({{new_columns}});" in script
     assert [v.breaking for v in env.versions("ev")] == [False, True]
 
 

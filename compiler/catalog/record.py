@@ -151,10 +151,7 @@ class RunCatalog:
 
 def _add_columns(spark: "SparkSession", model: "Model", check: Check) -> None:
     types = dict(check.entry.columns)
-    if not check.verdict.columns or not spark.catalog.tableExists(model.relation):
-        return
-    added = ", ".join(f"{name} {types.get(name) or 'string'}" for name in check.verdict.columns)
-    spark.sql(f"ALTER TABLE {model.relation} ADD COLUMNS ({added})")
+    model.kind.add_columns(spark, model, [(name, types.get(name) or "string") for name in check.verdict.columns])
 
 
 __all__ = ["Change", "Check", "RunCatalog"]

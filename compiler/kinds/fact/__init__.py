@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, ClassVar
 from ..base import ModelKind, ModelRunner
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from ...compile import Manifest, Model
     from ...run import RunOptions
     from ...state import StateStore
@@ -63,10 +65,21 @@ class FactKind(ModelKind):
         return next_run(manifest, model, store, now)
 
     def run_files(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
-        from .plan import bounds_script, fact, step_script
+        from .plan import add_columns_script, bounds_script, fact, step_script
 
         plan = fact(manifest, model)
-        return {"step.sql": step_script(plan), "bounds.sql": bounds_script(plan)}
+        files = {"step.sql": step_script(plan), "bounds.sql": bounds_script(plan)}
+        if self.on_schema_change == "append_new_columns":
+            files["add_columns.sql"] = add_columns_script(model.relation)
+        return files
+
+    def add_columns(self, spark: "SparkSession", model: "Model", columns: list[tuple[str, str]]) -> None:
+        """Add ``(name, type)`` columns to the fact's table (``add_columns.sql``): a catalog verdict
+        under ``on_schema_change='append_new_columns'``. No table yet: its first step creates it whole."""
+        from .plan import add_columns_statement
+
+        if columns and spark.catalog.tableExists(model.relation):
+            spark.sql(add_columns_statement(model.relation, ", ".join(f"{name} {type_}" for name, type_ in columns)))
 
     def expected(self, manifest: "Manifest", model: "Model", store: "StateStore | None") -> "Expected":
         """The fact's SELECT over everything up to the committed position, keyed by its main

@@ -220,6 +220,28 @@ def bounds_script(plan: FactPlan) -> str:
     return "\n".join(lines) + "\n"
 
 
+NEW_COLUMNS = "{new_columns}"  # filled in at run time: Spark takes no parameter marker in a column list
+
+
+def add_columns_script(relation: str) -> str:
+    """``target/run/<model>/add_columns.sql`` (``on_schema_change='append_new_columns'``).
+
+    >>> print(add_columns_script("out.ev"), end="")
+    -- on_schema_change='append_new_columns': when the catalog finds columns appended to the SELECT
+    -- (mvflow plan says 'add cols'), they are added to the table before the next step; rows already
+    -- written keep NULL in them. {new_columns} = each new column with the type Spark gives it in the SELECT
+    ALTER TABLE out.ev ADD COLUMNS ({new_columns});
+    """
+    return ("-- on_schema_change='append_new_columns': when the catalog finds columns appended to the SELECT\n"
+            "-- (mvflow plan says 'add cols'), they are added to the table before the next step; rows already\n"
+            f"-- written keep NULL in them. {NEW_COLUMNS} = each new column with the type Spark gives it in the SELECT\n"
+            f"{add_columns_statement(relation)};\n")
+
+
+def add_columns_statement(relation: str, new_columns: str = NEW_COLUMNS) -> str:
+    return f"ALTER TABLE {relation} ADD COLUMNS ({new_columns})"
+
+
 # -- the main source -------------------------------------------------------------------------
 def _main_table(manifest: Manifest, model: Model) -> tuple[exp.Table, str]:
     select = _leftmost(model.ast)
