@@ -18,6 +18,12 @@ def pytest_sessionstart(session) -> None:
     session.mvflow_started = time.monotonic()  # for tests that run only when the run has time left
 
 
+def pytest_collection_modifyitems(items) -> None:
+    """The multi-runner cluster tests last: they alone decide, from the time the run has taken,
+    whether CI has time left for them (``test_serve_cluster.BUDGET_MINUTES``)."""
+    items.sort(key=lambda item: item.path.name == "test_serve_cluster.py")  # stable: the rest keep their order
+
+
 @pytest.fixture(scope="session")
 def spark_target(tmp_path_factory) -> Target:
     """The target every Spark test shares (Spark keeps static settings for the whole process)."""

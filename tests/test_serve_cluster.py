@@ -5,10 +5,10 @@ runners are killed with -9 (one mid-batch, then the coordinator) or paused with 
 others take over within the TTL, no topic is ever written under two runners' leases at once
 (the fencing tokens in the step log), and ``mvflow verify`` passes at the end.
 
-SLOW: a Spark application per command, four at once on 2 cores: ~23 minutes for both tests
-(2026-11-24). ``MVFLOW_SERVE_CLUSTER=1`` runs it, as CI does (``.ci/run``); it skips itself when the
-test run has already taken ``BUDGET_MINUTES`` by the time it starts, so that the whole run stays
-within CI's 90 minutes."""
+SLOW: a Spark application per command, four at once on 2 cores: 18–23 minutes for both tests
+(2026-11-24). ``MVFLOW_SERVE_CLUSTER=1`` runs it, as CI does (``.ci/run``); the suite runs it last
+(``conftest.py``), and it skips itself when the test run has already taken ``BUDGET_MINUTES`` by
+then, so that the whole run stays within CI's 90 minutes."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from compiler.state_postgres import PostgresStateStore
 
 pytestmark = pytest.mark.skipif(os.environ.get("MVFLOW_SERVE_CLUSTER") != "1",
                                 reason="~23 minutes of four Spark applications at once: MVFLOW_SERVE_CLUSTER=1 runs it (CI does)")
-BUDGET_MINUTES = 50  # the rest of the suite (~45 minutes) + these (~23) must stay well within CI's 90
+BUDGET_MINUTES = 55  # + these (≤ 25 minutes, 33 once when a wait timed out) + CI's set-up (~4) within CI's 90
 
 ROOT = Path(__file__).resolve().parent.parent
 MVFLOW = [sys.executable, "-c", "from compiler.cli import main; main()"]
