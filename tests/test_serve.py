@@ -131,5 +131,5 @@ def test_one_runner_builds_refreshes_and_stops_on_sigterm_slow(demo, tmp_path):
     assert runner.wait(timeout=300) == 0, log.read_text()
     text = log.read_text()
     assert "SIGTERM: stopping after" in text and " stopped" in text and "Traceback" not in text, text
-    verified = mvflow(demo, "verify").stdout
-    assert "FAIL" not in verified, verified
+    verified = mvflow(demo, "verify", "--select", "+orders_enriched").stdout
+    assert "FAIL" not in verified and "orders_enriched" in verified, verified
