@@ -2,7 +2,7 @@
 
 Two Delta tables shaped like a wide MV (``--rows``, default 200,000; ``shop_id`` over 2,000 shops,
 rows in key order as a build writes them), built by the MV's own build statement
-(``compiler.kinds.mv.plan._derive_delta``: ``CREATE OR REPLACE TABLE … USING delta [CLUSTER BY (shop_id)]
+(``compiler.kinds.mv.derive._derive_delta``: ``CREATE OR REPLACE TABLE … USING delta [CLUSTER BY (shop_id)]
 TBLPROPERTIES (deletion vectors) AS …``), one with ``cluster_by='shop_id'`` and one without. Files
 are kept small (``maxRecordsPerFile``, OPTIMIZE's ``maxFileSize``) so that 200k rows make ~20
 files, as a 10M-row MV makes of 128 MB files. Measured, alternating, in one warm SparkSession:

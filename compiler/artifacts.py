@@ -95,7 +95,8 @@ def _lineage_entry(traced: Lineage, manifest: Manifest, name: str) -> dict[str, 
     entry = traced.model_dict(name)
     model = manifest.models[name]
     from .kinds import MvKind
-    from .kinds.mv.plan import input_paths, mv_plan
+    from .kinds.mv.derive import input_paths
+    from .kinds.mv.plan import mv_plan
 
     if not isinstance(model.kind, MvKind) or entry is None:
         return entry

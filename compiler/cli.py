@@ -396,7 +396,8 @@ def explain(obj: _Context, model, target) -> None:
     """Print what mvflow derived for an MV: key, hidden columns, key queries per input, refresh SQL."""
     from .errors import CompileError, Problem, did_you_mean
     from .kinds import MvKind
-    from .kinds.mv.plan import explain as describe, mv_plan
+    from .kinds.mv.derive import explain as describe
+    from .kinds.mv.plan import mv_plan
     from .kinds.mv.refresh import strategy_lines
 
     manifest = obj.manifest(target)

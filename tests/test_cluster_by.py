@@ -70,7 +70,7 @@ def test_no_cluster_by_is_no_clustering(make_project):
     files = {**PROJECT, "models/wide.sql": PROJECT["models/wide.sql"].replace(", cluster_by='shop_id'", "")}
     manifest = compile_project(load_project(make_project(files)))
     assert create_kind({"materialized": "mv"}).cluster_by == ()
-    from compiler.kinds.mv.plan import derived as derived_of
+    from compiler.kinds.mv.derive import derived as derived_of
 
     derived = derived_of(manifest, manifest.models["wide"])
     assert "CLUSTER BY" not in derived["build"] and derived["cluster_by"] == "ALTER TABLE default.wide CLUSTER BY NONE"

@@ -11,7 +11,8 @@ import pytest
 import sqlglot
 
 from compiler.errors import CompileError
-from compiler.kinds.mv.plan import CODES, derive, explain, plan_from_sql
+from compiler.kinds.mv.derive import derive, explain
+from compiler.kinds.mv.plan import CODES, plan_from_sql
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mv"
 

@@ -58,7 +58,8 @@ def test_union_all_parts_follow_every_change(spark, tmp_path, shape):
 
 
 def test_union_all_with_computed_keys_explains_how_parts_are_told_apart(spark, tmp_path):
-    from compiler.kinds.mv.plan import explain, mv_plan
+    from compiler.kinds.mv.derive import explain
+    from compiler.kinds.mv.plan import mv_plan
 
     world = _world(spark, tmp_path, "computed")
     text = explain(mv_plan(world.manifest.models["parts"], world.manifest))
@@ -173,7 +174,8 @@ def test_one_to_many_joins_grow_shrink_and_move(spark, tmp_path):
 
 
 def test_one_to_many_explain_names_the_grain(spark, tmp_path):
-    from compiler.kinds.mv.plan import explain, mv_plan
+    from compiler.kinds.mv.derive import explain
+    from compiler.kinds.mv.plan import mv_plan
 
     world = World(spark, tmp_path, {"tags": tags_model("LEFT JOIN"), "staff": STAFF})
     tags = explain(mv_plan(world.manifest.models["tags"], world.manifest))
@@ -240,7 +242,8 @@ def test_group_by_refreshes_the_groups_members_leave_and_join(spark, tmp_path):
 
 
 def test_group_by_explain_names_the_groups(spark, tmp_path):
-    from compiler.kinds.mv.plan import explain, mv_plan
+    from compiler.kinds.mv.derive import explain
+    from compiler.kinds.mv.plan import mv_plan
 
     world = World(spark, tmp_path, {"region_stats": REGION_STATS})
     text = explain(mv_plan(world.manifest.models["region_stats"], world.manifest))

@@ -1,8 +1,9 @@
 """The ``mv`` kind: a wide table joined from a main source and its related tables, refreshed
 by key (DESIGN.md §4).
 
-- ``plan``: compile time: the MV's plan (inputs, key paths) and every query a batch runs
-  (``derive``), written under ``target/run/<mv>/``;
+- compile time: ``plan`` (the SELECT validated and analysed: inputs, joins, keys, key paths),
+  ``queries`` (the queries a batch runs, as sqlglot ASTs) and ``derive`` (every statement by
+  name, as written under ``target/run/<mv>/``; ``mvflow explain``);
 - ``refresh``: the runner: one batch (probe, ranges, changed and affected keys, write, commit);
 - ``change_modes``: how each input's changes are seen (positions, feeds, the Change Data Feed,
   snapshot or time-travel diffs, upstream MVs);
@@ -71,13 +72,14 @@ class MvKind(ModelKind):
     def expected(self, manifest: "Manifest", model: "Model", store: "StateStore | None") -> "Expected":
         from ...parse import pretty
         from ...verify import Expected
-        from .plan import mv_plan, readable_query
+        from .plan import mv_plan
+        from .queries import readable_query
 
         plan = mv_plan(model, manifest)
         select = readable_query(plan) if plan.readable != plan.columns else model.ast
         return Expected(pretty(select), plan.visible_key)
 
     def derived_sql(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
-        from .plan import derived
+        from .derive import derived
 
         return derived(manifest, model).queries

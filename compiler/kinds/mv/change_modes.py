@@ -44,7 +44,9 @@ from ...errors import Problem, RunError
 from ...state import Offset, StateStore
 from ...table_format import DELTA, delta_version, table_details
 from .decisions import Seen, input_range
-from .plan import BATCH, Derived, MvPlan, bind_literal, diffed
+from .derive import Derived, bind_literal
+from .plan import BATCH, MvPlan
+from .queries import diffed
 from .storage import MvState
 
 if TYPE_CHECKING:

@@ -46,7 +46,9 @@ from ..table import SLOTS, slot_table
 from . import MvKind, strategy
 from .change_modes import ChangeMode, Probe, history_gone, resolve
 from .decisions import Seen, new_input, rebuild_reason, up_to_date
-from .plan import Derived, MvPlan, derived, lookup_inputs, mv_plan, walk_inputs
+from .derive import Derived, derived
+from .plan import MvPlan, mv_plan
+from .queries import lookup_inputs, walk_inputs
 from .storage import MvState, storage_for
 from .strategy import CHUNKED, FULL, Decision
 

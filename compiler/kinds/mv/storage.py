@@ -17,7 +17,7 @@ same way for both formats; a storage writes what it computed:
   queries read the MV as of that version, and a redo first restores the table to it, so a
   crashed try's MERGE leaves nothing behind whatever the redo finds.
 
-Every statement comes from ``compiler.kinds.mv.plan.derive`` (written under ``target/run/<mv>/``).
+Every statement comes from ``compiler.kinds.mv.derive`` (written under ``target/run/<mv>/``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...table_format import DELTA, delta_commit, delta_version
-from .plan import SLOTS, Derived, MvPlan, bind_literal
+from .derive import Derived, bind_literal
+from .plan import SLOTS, MvPlan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
