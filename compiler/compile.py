@@ -406,7 +406,7 @@ def _model(project: Project, renderer: Renderer, display: str, name: str, first,
         return None
     problems = ProblemList()
     for key in ("enabled", "full_refresh"):
-        if key in config and not isinstance(config[key], bool) and not (key == "full_refresh" and config[key] is None):
+        if config.get(key) is not None and not isinstance(config[key], bool):
             path, line = origin[key]
             problems.add(Problem(f"{key} must be true or false, got {config[key]!r}", path, line,
                                  hint=f"write {key}=false (no quotes)", code="bad-config"))
