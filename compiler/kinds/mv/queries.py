@@ -423,7 +423,7 @@ def state_query(plan: MvPlan, columns: tuple[str, ...] | None = None, slot: str 
     columns = columns or plan.all_columns
 
     def table(what: str, alias: str) -> exp.Table:
-        return aliased_table(plan.table_name(f"{what}_{slot}"), alias) if slot else _identifier_table(f"{what}aliased_table", alias)
+        return aliased_table(plan.table_name(f"{what}_{slot}"), alias) if slot else _identifier_table(f"{what}_table", alias)
 
     delta = exp.select("*").from_(table("delta", "t"))
     rank = exp.Window(this=exp.RowNumber(), partition_by=[exp.column(k, "d") for k in plan.key],
