@@ -62,7 +62,7 @@ def _project(scale: float) -> Path:
     for name in ("project.yml", "models", "macros", "lineage"):
         (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, WORK / name)
     # a change batch touches shops and categories: keep the key-driven path at this small scale, and
-    # count the batch itself (a compaction, when due, adds 7-8 jobs: bench.delta_writes measures it)
+    # count the batch itself (a compaction, when due, adds 7-8 jobs: bench/results/delta_writes.md)
     wide = WORK / "models/marts/offers_wide.sql"
     wide.write_text(wide.read_text().replace("materialized='mv'", "materialized='mv', fanout_threshold=0.9, compact_threshold=100"))
     return WORK

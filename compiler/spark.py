@@ -112,7 +112,7 @@ def _options(settings: SparkSettings, verbose: bool) -> dict[str, str]:
         options["spark.hadoop.javax.jdo.option.ConnectionURL"] = f"jdbc:derby:;databaseName={metastore / 'metastore_db'};create=true"
     if settings.warehouse_dir is not None:
         options["spark.sql.warehouse.dir"] = str(settings.warehouse_dir)
-    if not settings.master.startswith("local"):  # a cluster's executors (README: Running on a cluster)
+    if not settings.master.startswith("local"):  # a cluster's executors (docs/cluster.md)
         # where the catalog says, whatever default file system an executor has; the driver's Python
         # for Python work on executors (a seed's rows): the same path on every worker
         if settings.warehouse_dir is not None:

@@ -71,7 +71,7 @@ def connect_session(target: Target, delta: bool) -> "SparkSession":
         raise RunError(Problem(
             f"the Spark Connect server at {url} does not load Delta Lake, and target '{target.name}' stores Delta tables",
             hint="use table_format: parquet, or a server started with Delta's jars and extension whose parser binds "
-                 "parameter markers (Delta 4.4 on Spark 4.2 does not: README, Running on a cluster)",
+                 "parameter markers (Delta 4.4 on Spark 4.2 does not: docs/cluster.md)",
             code="connect-no-delta"))
     with _LOCK:
         _LAUNCH[id(session)] = dict(session.conf.getAll)

@@ -35,7 +35,7 @@ def spark_target(tmp_path_factory) -> Target:
             app_name="mvflow-tests",
             warehouse_dir=base / "warehouse",
             metastore_dir=base / "metastore",
-            # Delta rebuilds a snapshot with 50 tasks by default: 2 halve a Delta write here (bench/delta_writes.md)
+            # Delta rebuilds a snapshot with 50 tasks by default: 2 halve a Delta write here (bench/results/delta_writes.md)
             # ~700 tests share one driver JVM (the executors too, in local mode): Spark's 1g default
             # ran out building a broadcast 40 minutes into a CI run
             conf={**DEFAULT_SPARK_CONF, "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",

@@ -1,5 +1,5 @@
 """The bench harness runs at a tiny scale (no dbt, no Spark). Never timed assertions: the
-figures themselves come from ``python -m bench`` (see README, Performance)."""
+figures themselves come from ``python -m bench`` (see docs/performance.md)."""
 
 from __future__ import annotations
 
