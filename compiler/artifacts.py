@@ -17,6 +17,7 @@ from .data_tests import DataTest
 from .dbt.docs import doc_blocks
 from .graph import node_name
 from .lineage import Lineage, lineage
+from .paths import target_file
 
 MANIFEST_VERSION = 1
 
@@ -40,7 +41,7 @@ def compiled_sql(model: Model) -> str:
 def write_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -> list[Path]:
     """Write compiled SQL and run scripts of the selected models (default all) and the manifest."""
     target = manifest.project.target_dir
-    write = _Writer()
+    write = _Writer(target)
     names = list(selected) if selected is not None else list(manifest.models)
     chosen = set(names)
     with Background(lambda: _traced(manifest), fork=worth_forking(len(manifest.models))) as later:
@@ -112,9 +113,11 @@ def run_path(model: Model, manifest: Manifest) -> str:
 
 class _Writer:
     """Collects the files of one compile, then writes those whose content changed: nothing is
-    written when deriving any of them fails, so a failed compile leaves target/ as it was."""
+    written when deriving any of them fails, so a failed compile leaves target/ as it was; nor when
+    any of them would land outside ``target`` (``paths.target_file``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, target: Path) -> None:
+        self.target = target
         self.written: list[Path] = []
         self._texts: dict[Path, str] = {}
         self._pruned: list[Path] = []
@@ -129,6 +132,8 @@ class _Writer:
         self._pruned.append(folder)
 
     def flush(self) -> None:
+        for path in [*self._texts, *self._pruned]:
+            target_file(self.target, path.relative_to(self.target).as_posix())
         for folder in sorted({path.parent for path in self._texts}):
             folder.mkdir(parents=True, exist_ok=True)
         for path, text in self._texts.items():

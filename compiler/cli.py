@@ -206,6 +206,7 @@ def _run(manifest, selected, settings, store, threads, **flags) -> None:
     from . import phases
     from .artifacts import write_artifacts
     from .drift import check_sources
+    from .paths import target_file
     from .run import EXIT_INTERRUPTED, RunOptions, run_hooks, run_models
     from .spark import LazySession, spark_session
 
@@ -221,7 +222,7 @@ def _run(manifest, selected, settings, store, threads, **flags) -> None:
     report = run_models(spark, manifest, selected, threads=threads, echo=click.echo, options=options) if hooks.ok else hooks
     if hooks.ok:
         report.results += run_hooks(spark, manifest, "on-run-end", click.echo).results
-    (manifest.project.target_dir / "run_results.json").write_text(report.to_json(manifest.project.name))
+    target_file(manifest.project.target_dir, "run_results.json").write_text(report.to_json(manifest.project.name))
     click.echo(f"{'interrupted' if report.interrupted else 'done'} in {time.monotonic() - started:.1f}s: {report.summary()}")
     if report.interrupted:
         sys.exit(EXIT_INTERRUPTED)
@@ -316,6 +317,7 @@ def source_freshness(obj: _Context, select, target) -> None:
 
     from . import freshness
     from .lock import target_lock
+    from .paths import target_file
     from .run import run_hooks
     from .spark import spark_session
     from .state import open_state_store
@@ -334,7 +336,7 @@ def source_freshness(obj: _Context, select, target) -> None:
     for result in results:
         click.echo(freshness.line(result))
     (manifest.project.target_dir).mkdir(parents=True, exist_ok=True)
-    (manifest.project.target_dir / "sources.json").write_text(freshness.to_json(results))
+    target_file(manifest.project.target_dir, "sources.json").write_text(freshness.to_json(results))
     click.echo(f"{len(results)} sources checked" + ("" if chosen else " (none declares freshness or a position)"))
     if not hooks.ok or any(r.status in ("error", "runtime error") for r in results):
         sys.exit(EXIT_RUN_FAILED)

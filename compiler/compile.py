@@ -27,6 +27,7 @@ from .kinds import Kind, KindError, create_kind
 from .dbt.config import RENAMED, translate as translate_dbt_config
 from .kinds.ephemeral import cte_name
 from .kinds.seed import read_seed, seed_select
+from .paths import name_problem
 from .parse import (column_line, output_columns, parse_select, plain_columns, pretty, table_references, unnamed_columns,
                     with_ctes)
 from .project import PROJECT_FILE, TABLE_FORMATS, Project, Target
@@ -290,9 +291,9 @@ def _name_is_free(name: str, display: str, what: str, files: dict[str, str], pro
                              hint="models and seeds are named after their files and must be unique: rename one file"))
         return False
     files[name] = display
-    if not IDENTIFIER.fullmatch(name):
-        problems.add(Problem(f"{what} name '{name}' (the file name) is not a valid table name", display, 1,
-                             hint="rename the file with letters, digits and _ only", code="bad-name"))
+    bad_name = name_problem(name, f"{what} name", display, 1, hint="rename the file with letters, digits and _ only")
+    if bad_name:
+        problems.add(bad_name)
         unusable[name] = "broken"
         return False
     return True

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from ..errors import CompileError, Problem, ProblemList, did_you_mean
+from ..paths import MAX_NAME, name_problem
 from . import scope
 from .declare import TestConfig, TestDeclaration, declared_tests, test_config
 from .execute import TEST_KIND, TestKind
@@ -61,8 +62,9 @@ class DataTest:
 
     @property
     def target_stem(self) -> str:
-        """Its files under ``target/compiled/`` and ``target/run/``."""
-        return f"tests/{self.name}"
+        """Its files under ``target/compiled/`` and ``target/run/``: named after the test, or after its
+        alias when the name is too long for a file name (dbt's long test names: the short one, with an md5)."""
+        return f"tests/{self.config.alias if len(self.name) > MAX_NAME and self.config.alias else self.name}"
 
     @property
     def attached_to(self) -> str | None:
@@ -114,6 +116,14 @@ class _Compiler:
                 problems.add(problem)
             return
         if outcome is None:
+            return
+        stem = outcome.target_stem.removeprefix("tests/")
+        bad_name = name_problem(stem, "test name" if stem == outcome.name else "test alias", outcome.path,
+                                outcome.declaration.line, hint="rename the file with letters, digits and _ only"
+                                if outcome.declaration.is_singular else "give the test a name of letters, digits and _ "
+                                "only: '- not_null: {name: not_null_orders_id}'")
+        if bad_name:
+            problems.add(bad_name)
             return
         other = tests.get(outcome.name)
         if other is not None:

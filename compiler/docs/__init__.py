@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from compiler.artifacts import jsonable
 from compiler.errors import Problem, RunError
+from compiler.paths import target_file
 from compiler.status import batch_topics, show_time, step_status, topic_status
 from .serve import serve_docs
 from .site import site_data, site_files
@@ -44,10 +45,10 @@ def generate_docs(manifest: Manifest, now: datetime | None = None) -> Path:
                        now or datetime.now(timezone.utc))
     if state and Path(state["path"]).is_relative_to(manifest.project.root):
         state["path"] = Path(state["path"]).relative_to(manifest.project.root).as_posix()
-    out = target / "docs"
-    for name, text in site_files(site_data(data, runs, state, raw, read_results(target / "run_results.json"))).items():
-        _write(out / name, text)
-    return out / "index.html"
+    files = site_files(site_data(data, runs, state, raw, read_results(target / "run_results.json")))
+    for path, text in [(target_file(target, f"docs/{name}"), text) for name, text in files.items()]:
+        _write(path, text)
+    return target / "docs" / "index.html"
 
 
 def read_results(path: Path) -> dict[str, Any] | None:
@@ -64,9 +65,9 @@ def _run_files(target: Path, entry: dict[str, Any]) -> list[dict[str, str]]:
     found = []
     run_path = entry.get("run_path")
     stem = entry.get("compiled_path", "")[len("compiled/"):-len(".sql")]
-    if run_path and (target / run_path).is_file():
+    if run_path and target_file(target, run_path).is_file():
         found.append({"title": "run script", "path": run_path, "sql": (target / run_path).read_text(encoding="utf-8")})
-    folder = target / "run" / stem
+    folder = target_file(target, f"run/{stem}") if stem else target / "run"
     if stem and folder.is_dir():
         for file in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in (".sql", ".txt")):
             relative = file.relative_to(target).as_posix()
