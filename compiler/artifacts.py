@@ -40,6 +40,19 @@ def compiled_sql(model: Model) -> str:
 
 def write_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -> list[Path]:
     """Write compiled SQL and run scripts of the selected models (default all) and the manifest."""
+    write = _derive(manifest, selected)
+    write.flush()
+    return write.written
+
+
+def check_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -> None:
+    """Derive everything ``write_artifacts`` would write and write nothing: the checks compile makes
+    beyond ``compile_project`` (column lineage, each kind's run files, paths under target/) fail
+    here alike. ``mvflow plan`` calls it, so that it accepts exactly what ``mvflow compile`` accepts."""
+    _derive(manifest, selected).check()
+
+
+def _derive(manifest: Manifest, selected: Iterable[str] | None) -> "_Writer":
     target = manifest.project.target_dir
     write = _Writer(target)
     names = list(selected) if selected is not None else list(manifest.models)
@@ -74,8 +87,7 @@ def write_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -
     write(target / "lineage.json", lineage_json)
     entries = {name: _Json(text) for name, text in entries.items()}
     write(target / "manifest.json", _json_text(manifest_dict(manifest, entries=entries)))
-    write.flush()
-    return write.written
+    return write
 
 
 def _traced(manifest: Manifest) -> tuple[str, dict[str, str], tuple[list[str], dict[str, Any]]]:
@@ -131,9 +143,13 @@ class _Writer:
         older mvflow's, or an input the model no longer reads), so the folder shows what runs."""
         self._pruned.append(folder)
 
-    def flush(self) -> None:
+    def check(self) -> None:
+        """Every file lands inside ``target``."""
         for path in [*self._texts, *self._pruned]:
             target_file(self.target, path.relative_to(self.target).as_posix())
+
+    def flush(self) -> None:
+        self.check()
         for folder in sorted({path.parent for path in self._texts}):
             folder.mkdir(parents=True, exist_ok=True)
         for path, text in self._texts.items():

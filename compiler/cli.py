@@ -423,14 +423,18 @@ def explain(obj: _Context, model, target) -> None:
 @click.pass_obj
 def plan(obj: _Context, select, exclude, target, full_refresh) -> None:
     """What the next `mvflow run` would do to each model (build, refresh, rebuild because of a breaking
-    change, refuse, nothing), from the compiled project, the catalog and the offsets; no Spark."""
+    change, refuse, nothing), from the compiled project, the catalog and the offsets; no Spark.
+    It checks the project as `mvflow compile` does (and writes nothing)."""
+    from .artifacts import check_artifacts
     from .catalog.report import plan as next_runs
     from .kinds.fact.steps import utc_now
     from .select import select as choose
     from .state import open_state_store
 
     manifest = obj.manifest(target)
-    selected = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name not in ("seed", "ephemeral")]
+    chosen = choose(manifest.graph, select, exclude)
+    check_artifacts(manifest, chosen)
+    selected = [n for n in chosen if manifest.models[n].kind.name not in ("seed", "ephemeral")]
     store = open_state_store(manifest.project.target(target).state)
     steps = next_runs(manifest, selected, store, utc_now(), full_refresh)
     click.echo("\n".join(str(step) for step in steps))

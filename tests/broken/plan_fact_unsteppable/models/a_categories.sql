@@ -1,0 +1,1 @@
+select c.category_id from {{ source('stage', 'categories') }} as c
