@@ -32,7 +32,7 @@ from .parse import (column_line, output_columns, parse_select, plain_columns, pr
                     with_ctes)
 from .project import PROJECT_FILE, TABLE_FORMATS, Project, Target
 from .render import Call, Rendered, Renderer
-from .sources import IDENTIFIER, Source, load_sources
+from .sources import IDENTIFIER, Source, load_sources, type_problems
 from .table_format import cluster_by_problems
 from .yamlfile import LineDict, check_keys, load_yaml
 
@@ -330,19 +330,42 @@ def _dbt_sources(project: Project, renderer: Renderer, problems: ProblemList) ->
     return found
 
 
-def _model_config(project: Project, display: str, first, doc: LineDict | None):
-    """The model's config (folder defaults < docs YAML < config()) and where each key was set."""
+def _model_config(project: Project, display: str, first, doc: LineDict | None, problems: list[Problem]):
+    """The model's config (folder defaults < docs YAML < config()) and where each key was set; a
+    value that cannot be merged (tags that are not text) joins ``problems`` instead."""
     config: dict[str, Any] = {}
     origin: dict[str, tuple[str, int]] = {}
+
+    def put(key: str, value: Any, where: tuple[str, int]) -> None:
+        if key == "tags" and not _are_tags(value):
+            problems.append(_bad_tags(value, *where))
+            return
+        config[key], origin[key] = _merged(config, key, value), where
+
     for key, (value, line) in project.defaults_with_lines(_under_root(project, display), "seeds" if display.endswith(".csv") else "models").items():
-        config[key], origin[key] = value, (PROJECT_FILE, line)
+        put(key, value, (PROJECT_FILE, line))
     doc_config = (doc or {}).get("config") or {}
     for key, value in doc_config.items():
-        line = doc_config.line_of(key) if isinstance(doc_config, LineDict) else doc.line
-        config[key], origin[key] = _merged(config, key, value), (doc.path, line)
+        put(key, value, (doc.path, doc_config.line_of(key) if isinstance(doc_config, LineDict) else doc.line))
+    if doc is not None and not _are_tags(doc.get("tags")):
+        problems.append(_bad_tags(doc["tags"], doc.path, doc.line_of("tags")))
     for key, value in first.config.items():
-        config[key], origin[key] = _merged(config, key, value), (display, first.config_lines.get(key, 1))
+        put(key, value, (display, first.config_lines.get(key, 1)))
     return config, origin
+
+
+def _are_tags(value: Any) -> bool:
+    """Tags are a text or a list of texts (or nothing).
+
+    >>> _are_tags("daily"), _are_tags(["a", "b"]), _are_tags(None), _are_tags(5), _are_tags(["a", 5])
+    (True, True, True, False, False)
+    """
+    return value is None or isinstance(value, str) or (isinstance(value, (list, tuple)) and all(isinstance(t, str) for t in value))
+
+
+def _bad_tags(value: Any, path: str, line: int) -> Problem:
+    return Problem(f"tags must be a tag or a list of tags (text), got {value!r}", path, line, code="bad-config",
+                   hint="e.g. tags='daily' or tags=['daily', 'finance'] (in YAML: tags: [daily, finance])")
 
 
 def _merged(config: dict[str, Any], key: str, value: Any) -> Any:
@@ -397,7 +420,8 @@ def _check_model_defaults(project: Project, problems: ProblemList) -> list[Probl
 def _model(project: Project, renderer: Renderer, display: str, name: str, first, doc: LineDict | None,
            defaults: Target) -> Model | None:
     """The model, or None when it is disabled; an invalid kind or option is a CompileError at its line."""
-    config, origin = _model_config(project, display, first, doc)
+    config_problems: list[Problem] = []
+    config, origin = _model_config(project, display, first, doc, config_problems)
     notes: list[Problem] = []
     if project.dialect == "dbt":
         config, ignored = translate_dbt_config(config, origin)
@@ -405,7 +429,7 @@ def _model(project: Project, renderer: Renderer, display: str, name: str, first,
         notes = [Problem(message, path or display, line or 1, code="dbt-unsupported") for message, path, line in ignored]
     if config.get("enabled", True) is False:
         return None
-    problems = ProblemList()
+    problems = ProblemList(list(config_problems))
     for key in ("enabled", "full_refresh"):
         if config.get(key) is not None and not isinstance(config[key], bool):
             path, line = origin[key]
@@ -696,13 +720,15 @@ def _check_column_docs(model: Model, report: Callable[[Problem], None]) -> None:
 
 
 def _check_cluster_by(model: Model, problems: ProblemList) -> None:
-    """``cluster_by`` names columns of the model's output (Delta would refuse the CREATE at run time)."""
+    """``cluster_by`` and ``partition_by`` name columns of the model's output (Spark would refuse the
+    CREATE at run time)."""
     outputs = {c.lower() for c in model.columns or ()}
-    for column in getattr(model.kind, "cluster_by", ()):
-        if column.lower() not in outputs:
-            problems.add(Problem(f"model '{model.name}': cluster_by names column '{column}', which the model does not output",
-                                 model.path, model.config_lines.get("cluster_by", 1), code="cluster-by",
-                                 hint=did_you_mean(column, model.columns) or "its columns: " + ", ".join(model.columns)))
+    for key in ("cluster_by", "partition_by"):
+        for column in getattr(model.kind, key, ()):
+            if column.lower() not in outputs:
+                problems.add(Problem(f"model '{model.name}': {key} names column '{column}', which the model does not output",
+                                     model.path, model.config_lines.get(key, 1), code=key.replace("_", "-"),
+                                     hint=did_you_mean(column, model.columns) or "its columns: " + ", ".join(model.columns)))
 
 
 def _output_columns(model: Model, schema: dict, index: dict, cache: CompileCache | None) -> list[str] | None:
@@ -748,7 +774,7 @@ def _load_model_docs(project: Project) -> dict[str, LineDict]:
                                display, "a model docs file")
         for key in lists:
             for entry in data[key]:
-                problems += _add_doc_entry(docs, entry, display, data.line_of(key), key[:-1])
+                problems += _add_doc_entry(docs, entry, display, data.line_of(key), key[:-1], project.dialect != "dbt")
     if problems:
         raise CompileError(problems)
     return docs
@@ -760,13 +786,14 @@ _DBT_DOC_KEYS = ("sources", "macros", "exposures", "metrics", "semantic_models",
                  "analyses", "groups")
 
 
-def _add_doc_entry(docs: dict[str, LineDict], entry: object, display: str, line: int, what: str) -> list[Problem]:
+def _add_doc_entry(docs: dict[str, LineDict], entry: object, display: str, line: int, what: str,
+                   check_types: bool = True) -> list[Problem]:
     if not isinstance(entry, LineDict) or "name" not in entry:
         return [Problem(f"each entry of '{what}s:' needs a name", display, getattr(entry, "line", line),
                         hint=f"write '- name: <{what}>' with description/columns under it", code="yaml")]
     name = str(entry["name"])
     problems = check_keys(entry, _DOC_MODEL_KEYS, display, f"{what} '{name}' docs")
-    problems += _doc_shape_problems(entry, display)
+    problems += _doc_shape_problems(entry, display, check_types)
     if name in docs:
         return problems + [Problem(f"{what} '{name}' is documented twice (also {docs[name].path}:{docs[name].line})",
                                    display, entry.line, hint="keep one entry", code="duplicate-docs")]
@@ -775,8 +802,9 @@ def _add_doc_entry(docs: dict[str, LineDict], entry: object, display: str, line:
     return problems
 
 
-def _doc_shape_problems(entry: LineDict, display: str) -> list[Problem]:
-    """``config`` must be a mapping, ``columns`` a list of mappings with a name."""
+def _doc_shape_problems(entry: LineDict, display: str, check_types: bool = True) -> list[Problem]:
+    """``config`` must be a mapping, ``columns`` a list of mappings with a name, each ``type:`` a Spark
+    SQL type (``check_types``; dbt's docs may name a warehouse's types)."""
     problems = []
     config = entry.get("config")
     if config is not None and not isinstance(config, LineDict):
@@ -790,4 +818,6 @@ def _doc_shape_problems(entry: LineDict, display: str) -> list[Problem]:
         entry["columns"] = None
     for column in entry.get("columns") or []:
         problems += check_keys(column, _DOC_COLUMN_KEYS, display, "column docs", required={"name"})
+        if check_types:
+            problems += type_problems(column, display, f"model '{entry['name']}' docs: column '{column.get('name')}'")
     return problems

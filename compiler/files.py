@@ -44,7 +44,22 @@ def read_text(path: Path, display: str, limit: int | None = None) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ProjectError(_not_utf8(display, data, exc)) from exc
+    if "\0" in text:
+        raise ProjectError(_nul(display, text.removeprefix(_BOM)))
     return text.removeprefix(_BOM)
+
+
+def _nul(display: str, text: str) -> Problem:
+    """A NUL byte is not text (a binary file, or one an editor or a tool damaged): SQL and YAML readers
+    would stop at it or pass it on.
+
+    >>> print(_nul("m.sql", "select 1\\n-- a\\0b").format())
+    m.sql:2:5: [encoding] the file holds a NUL byte (0x00), which is not text — remove it (the file may be binary or damaged)
+    """
+    at = text.index("\0")
+    line = text.count("\n", 0, at) + 1
+    return Problem("the file holds a NUL byte (0x00), which is not text", display, line, at - (text.rfind("\n", 0, at) + 1) + 1,
+                   hint="remove it (the file may be binary or damaged)", code="encoding")
 
 
 def _not_utf8(display: str, data: bytes, exc: UnicodeDecodeError) -> Problem:

@@ -19,11 +19,16 @@ from .errors import CompileError, Problem, snippet
 DIALECT = "spark"
 
 
-def parse_select(sql: str, path: str) -> exp.Query:
-    """Parse one model's rendered SQL; anything but exactly one query is a CompileError.
+def parse_select(sql: str, path: str, what: str = "model") -> exp.Query:
+    """Parse one model's rendered SQL (or a singular data test's: ``what``); anything but exactly one
+    query is a CompileError.
 
     >>> parse_select("select a from t", "m.sql").sql()
     'SELECT a FROM t'
+    >>> parse_select("drop table t", "tests/t.sql", "singular test")
+    Traceback (most recent call last):
+    ...
+    compiler.errors.CompileError: tests/t.sql:1: [not-a-select] a singular test is a SELECT, found DROP — write the test as a SELECT of the rows that fail: mvflow counts them, and a test never changes data
     """
     try:
         statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
@@ -43,22 +48,31 @@ def parse_select(sql: str, path: str) -> exp.Query:
             )
         ) from exc
     if not statements:
-        raise CompileError(Problem("the model holds no SQL", path, 1, hint="write one SELECT", code="not-one-select"))
+        raise CompileError(Problem(f"the {what} holds no SQL", path, 1, hint="write one SELECT", code="not-one-select"))
     if len(statements) > 1:
         starts = _statement_lines(sql)
         raise CompileError(
-            Problem(f"a model holds exactly one SELECT, found {len(statements)} statements (the second starts here)",
+            Problem(f"a {what} holds exactly one SELECT, found {len(statements)} statements (the second starts here)",
                     path, starts[1] if len(starts) > 1 else 1,
-                    hint="move other statements to before/after hooks or to another model", code="not-one-select")
+                    hint=_SELECT_HINTS.get(what, _SELECT_HINTS["model"])[0], code="not-one-select")
         )
     statement = statements[0]
     if not isinstance(statement, exp.Query):
         starts = _statement_lines(sql)
         raise CompileError(
-            Problem(f"a model is a SELECT, found {statement.key.upper()}", path, starts[0] if starts else 1,
-                    hint="write the model as a SELECT; mvflow writes the DDL/DML itself", code="not-a-select")
+            Problem(f"a {what} is a SELECT, found {statement.key.upper()}", path, starts[0] if starts else 1,
+                    hint=_SELECT_HINTS.get(what, _SELECT_HINTS["model"])[1], code="not-a-select")
         )
     return statement
+
+
+#: what to do with a file that is not one SELECT: (more than one statement, not a SELECT)
+_SELECT_HINTS = {
+    "model": ("move other statements to before/after hooks or to another model",
+              "write the model as a SELECT; mvflow writes the DDL/DML itself"),
+    "singular test": ("keep one SELECT of the rows that fail", "write the test as a SELECT of the rows that fail: mvflow "
+                      "counts them, and a test never changes data"),
+}
 
 
 def _describe(description: str) -> str:

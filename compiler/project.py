@@ -106,6 +106,10 @@ class Project:
         return self.root / self.target_path
 
     def target(self, name: str | None = None) -> Target:
+        if name is not None and not name.strip():  # --target '': a script's unset variable, not the default
+            raise ProjectError(Problem("--target is empty", "--target", code="unknown-target",
+                                       hint=f"name a target ({', '.join(sorted(self.targets))}), or leave --target out "
+                                            f"for the default target '{self.default_target}'"))
         name = name or self.default_target
         if name in self.unusable_targets:
             raise ProjectError(self.unusable_targets[name])

@@ -116,6 +116,9 @@ class Renderer:
         assert self._current is not None
         line = _template_line(self._model)
         for key, value in kwargs.items():
+            if key in self._current.config and self._current.config[key] != value:  # dbt: the last call wins, silently
+                raise _RenderFailure(f"config() sets {key}={value!r} here, and {key}={self._current.config[key]!r} at line "
+                                     f"{self._current.config_lines[key]}", f"set {key} once: in one config() call", "bad-config")
             self._current.config[key] = value
             self._current.config_lines[key] = line
         return ""

@@ -8,6 +8,7 @@ from typing import Any
 
 from .errors import Problem, ProjectError
 from .project import Project
+from .spark_types import type_problem
 from .yamlfile import LineDict, check_keys, load_yaml
 
 _FILE_KEYS = {"sources"}
@@ -292,12 +293,23 @@ def _columns(raw: Any, display: str, line: int, what: str, problems: list[Proble
         problems += check_keys(item, _COLUMN_KEYS, display, f"{what} column")
         column = Column(str(item["name"]), item.get("type"), str(item.get("description", "")).strip())
         problems += _bad_names((column.name,), display, item.line, f"{what}: column")
+        problems += type_problems(item, display, f"{what}: column '{column.name}'")
         first = columns.setdefault(column.name.lower(), column)
         if first is not column:
             types = f" ({first.type} and {column.type})" if first.type != column.type else ""
             problems.append(Problem(f"{what}: column '{column.name}' is declared twice{types}", display, item.line,
                                     hint="keep one declaration (Spark column names ignore case)", code="duplicate-column"))
     return tuple(columns.values())
+
+
+def type_problems(column: LineDict, display: str, what: str) -> list[Problem]:
+    """A column's declared ``type:`` that is not a Spark SQL type (a typo: ``strnig``)."""
+    type_ = column.get("type")
+    hint = type_problem(type_) if type_ is not None else None
+    if hint is None:
+        return []
+    return [Problem(f"{what} is declared of type '{type_}', which is not a Spark SQL type", display, column.line_of("type"),
+                    hint=hint, code="bad-type")]
 
 
 def _name_problems(raw: LineDict, display: str, what: str) -> list[Problem]:

@@ -11,6 +11,7 @@ some answers differ from Spark's, e.g. ``avg`` of a decimal, or decimal arithmet
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Callable
 
@@ -202,3 +203,20 @@ def spelled(type_: str | None) -> str | None:
     except (SqlglotError, ValueError):
         return None
     return re.sub(r"([,:]) ", r"\1", text)
+
+
+_TYPE_NAMES = ("string", "bigint", "int", "smallint", "tinyint", "double", "float", "decimal", "boolean", "date", "timestamp",
+               "timestamp_ntz", "binary", "varchar", "char", "array", "map", "struct")
+
+
+def type_problem(type_: object) -> str | None:
+    """None when a declared column ``type:`` is a Spark SQL type, else what to write instead (a hint).
+
+    >>> type_problem("decimal(12, 2)"), type_problem("array<string>"), type_problem("strnig")
+    (None, None, "did you mean 'string'? (Spark SQL types: string, bigint, int, double, decimal(p, s), boolean, date, timestamp, ...)")
+    """
+    if isinstance(type_, str) and spelled(type_) is not None:
+        return None
+    close = difflib.get_close_matches(str(type_).lower(), _TYPE_NAMES, n=1)
+    known = "Spark SQL types: string, bigint, int, double, decimal(p, s), boolean, date, timestamp, ..."
+    return f"did you mean '{close[0]}'? ({known})" if close else f"write a Spark SQL type ({known})"

@@ -128,8 +128,8 @@ def test_a_huge_model_is_rejected_quickly(body: str, tmp_path: Path, capsys):
     code, err = _run(tmp_path, ["compile"], capsys)
 
     assert code == 2 and "Traceback" not in err
-    assert re.search(r"^error: models/big\.sql:1: \[too-large\] the (file is|model renders to SQL of) 1,\d{3},\d{3} bytes, "
-                     r"over the limit of 1,048,576 \(1 MB\) — split the model", err), err
+    assert re.search(r"^error: models/big\.sql:1: \[too-large\] (the file is 1,\d{3},\d{3} bytes, over the limit of 1,048,576 "
+                     r"|the template renders to more than 1,048,576 characters )\(1 MB\) — split the model", err), err
     assert not (tmp_path / "target").exists()
 
 
@@ -176,3 +176,24 @@ def test_a_failed_compile_leaves_an_earlier_target_as_it_was(tmp_path: Path, cap
 
     assert code == 2 and "[fact-source]" in err
     assert {p: p.read_bytes() for p in (project / "target").rglob("*") if p.is_file()} == before
+
+
+def _small_project(where: Path) -> Path:
+    (where / "models").mkdir(parents=True)
+    (where / "project.yml").write_text("name: small\n")
+    (where / "models" / "a.sql").write_text("select 1 as x\n")
+    return where
+
+
+@pytest.mark.parametrize("args", [["compile", "--target", ""], ["plan", "--target", " "], ["ls", "-t", ""]],
+                         ids=["compile", "plan", "ls"])
+def test_an_empty_target_is_not_the_default_target(args: list[str], tmp_path: Path, capsys):
+    """``--target "$TARGET"`` with the variable unset names no target: before, it meant the default one."""
+    project = _small_project(tmp_path / "p")
+
+    code, err = _run(project, args, capsys)
+
+    assert code == 2 and "Traceback" not in err
+    assert err == ("error: --target: [unknown-target] --target is empty — name a target (local), or leave --target out "
+                   "for the default target 'local'\n")
+    assert sorted(p.name for p in project.iterdir()) == ["models", "project.yml"]

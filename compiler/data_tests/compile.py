@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from ..errors import CompileError, Problem, ProblemList, did_you_mean
+from ..parse import parse_select
 from ..paths import MAX_NAME, name_problem
 from . import scope
 from .declare import TestConfig, TestDeclaration, declared_tests, test_config
@@ -187,6 +188,10 @@ class _Compiler:
             return problems
         if not config.enabled:
             return None
+        try:  # one SELECT of the rows that fail: a DROP TABLE would run as it is
+            parse_select(rendered.sql, display, "singular test")
+        except CompileError as exc:
+            return exc.problems
         return self._test(declaration, config, rendered, raw_sql=path.read_text(encoding="utf-8"))
 
     def _defaults(self, path: str) -> dict[str, Any]:

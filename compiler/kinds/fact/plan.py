@@ -107,6 +107,7 @@ def fact(manifest: Manifest, model: Model) -> FactPlan:
     step = model.ast.copy()
     _leftmost(step).where(_in_range(mapped, source.position, types), copy=False)
     depends = _dependencies(manifest, model, (*kind.depends_on, *source.depends_on))
+    _check_waits(manifest, model, depends)
     write = _DeltaWrite(model, alias, columns, source, types) if model.table_format == DELTA else _ParquetWrite(model)
     return FactPlan(
         topic=model.name,
@@ -462,6 +463,38 @@ def _resolve(manifest: Manifest, model: Model, name: str, via: str, seen: tuple[
     # a view or table is as fresh as what it reads
     upstream = [*other.depends_on_sources, *other.depends_on_models]
     return [d for up in upstream for d in _resolve(manifest, model, up, via or name, (*seen, name))]
+
+
+def _check_waits(manifest: Manifest, model: Model, depends: tuple[Dependency, ...]) -> None:
+    """A fact whose steps wait (``depends_on``, its own or its main source's) for a fact that waits for
+    it, directly or through others: no step of either could ever run. The shortest such cycle fails."""
+    todo = [(d.name, (model.name, d.name)) for d in depends if d.kind == "fact"]
+    seen: set[str] = set()
+    while todo:
+        name, chain = todo.pop(0)
+        if name == model.name:
+            cycle = (f"in a cycle: {' --> '.join(chain)} (each waits for the next to catch up)" if len(chain) > 2 else
+                     "for themselves (depends_on leads back to the fact)")
+            _fail(model, f"depends_on makes its steps wait {cycle}, so no step could ever run",
+                  "remove the depends_on entry that closes the cycle", "depends-on-cycle", "depends_on")
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            todo += [(other, (*chain, other)) for other in _waits_for(manifest, manifest.models[name])]
+        except CompileError:  # that fact cannot be planned: its own problem is reported at it
+            continue
+
+
+def _waits_for(manifest: Manifest, model: Model) -> tuple[str, ...]:
+    """The facts whose committed offsets the steps of fact ``model`` wait for."""
+    def waits() -> tuple[str, ...]:
+        table, _ = _main_table(manifest, model)
+        source, _ = _follow(manifest, model, table_name(table))
+        return tuple(d.name for d in _dependencies(manifest, model, (*model.kind.depends_on, *source.depends_on))
+                     if d.kind == "fact")
+
+    return manifest.derived("fact-waits", model, waits)
 
 
 def _freshness_sql(source) -> str | None:

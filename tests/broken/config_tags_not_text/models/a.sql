@@ -1,0 +1,3 @@
+{{ config(materialized='table',
+          tags=5) }}
+select 1 as x

@@ -1,0 +1,2 @@
+{{ config(materialized='fact', depends_on=['f1']) }}
+select e.id, e.ts from {{ source('stage', 'events') }} as e

@@ -1,0 +1,1 @@
+select s.rating from {{ source('stage', 'shops') }} as s
