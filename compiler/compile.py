@@ -178,7 +178,7 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
     """
     defaults = project.target(target)
     problems = ProblemList()
-    for problem in project.missing_model_paths():
+    for problem in project.missing_model_paths() + project.file_problems():
         problems.add(problem)
     sources = _attempt(problems, load_sources, project)
     docs = _attempt(problems, _load_model_docs, project) or {}

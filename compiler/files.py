@@ -38,8 +38,8 @@ def read_text(path: Path, display: str, limit: int | None = None) -> str:
             raise ProjectError(_too_large(display, path.stat().st_size, limit))
         data = path.read_bytes()
     except OSError as exc:
-        raise ProjectError(Problem(f"cannot read file: {exc.strerror}", display, code="io",
-                                   hint="check that the file exists and is readable")) from exc
+        raise ProjectError(Problem(f"cannot read the file: {exc.strerror}", display, 1, code="io",
+                                   hint="make it readable (chmod a+r), or move it out of the project's folders")) from exc
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

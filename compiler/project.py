@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -141,15 +142,25 @@ class Project:
         return problems
 
     def files(self, kind: str, suffixes: tuple[str, ...]) -> list[Path]:
-        """Files under the model/macro/lineage paths, sorted, so that compile is deterministic."""
+        """Files under the model/macro/lineage paths, sorted, so that compile is deterministic. Symbolic
+        links that stay inside the project are followed; what cannot be read is ``file_problems``'."""
         roots = {"models": self.model_paths, "macros": self.macro_paths, "lineage": self.lineage_paths,
                  "seeds": self.seed_paths, "tests": self.test_paths, "docs": self.model_paths + self.docs_paths}[kind]
         found: set[Path] = set()
         for root in roots:
-            base = self.root / root
-            if base.is_dir():
-                found.update(p for p in base.rglob("*") if p.suffix in suffixes and p.is_file())
+            found.update(p for p in _walk(self.root, self.root / root)[0] if p.suffix in suffixes)
         return sorted(found)
+
+    def file_problems(self) -> list[Problem]:
+        """What ``files`` cannot read under the project's folders, which would silently leave out a model
+        (or a macro, a source…): a broken symbolic link, a link leading out of the project, a named pipe
+        or another special file named like a project file, a folder that cannot be read."""
+        roots = dict.fromkeys(self.model_paths + self.macro_paths + self.lineage_paths + self.seed_paths + self.test_paths
+                              + self.docs_paths)
+        problems: dict[Problem, None] = {}
+        for root in roots:
+            problems.update(dict.fromkeys(_walk(self.root, self.root / root)[1]))
+        return list(problems)
 
     def generic_test_files(self) -> list[Path]:
         """``<test path>/generic/**/*.sql``: ``{% test %}`` blocks, loaded like macros."""
@@ -196,6 +207,107 @@ class Project:
             if depth < len(levels):
                 node = node.get(levels[depth])
         return result
+
+
+#: files mvflow reads from the project's folders: a special file named so is an error, not skipped
+_PROJECT_SUFFIXES = (".sql", ".yml", ".yaml", ".csv", ".jinja", ".md", ".py")
+_SPECIAL = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
+
+
+def _walk(root: Path, base: Path) -> tuple[list[Path], list[Problem]]:
+    """The files under ``base`` (a folder of project ``root``), symbolic links inside the project
+    followed (each real folder once), and the problems of what cannot be read there.
+
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp()).resolve()
+    >>> (root / "models" / "staging").mkdir(parents=True)
+    >>> (root / "shared").mkdir()
+    >>> for name in ("models/a.sql", "models/staging/b.sql", "shared/c.sql"):
+    ...     _ = (root / name).write_text("select 1 as x")
+    >>> (root / "models" / "shared").symlink_to("../shared")
+    >>> (root / "models" / "gone.sql").symlink_to("nowhere.sql")
+    >>> (root / "models" / ".#a.sql").symlink_to("someone@host.123")  # an editor's lock file
+    >>> files, problems = _walk(root, root / "models")
+    >>> sorted(p.relative_to(root).as_posix() for p in files)
+    ['models/a.sql', 'models/shared/c.sql', 'models/staging/b.sql']
+    >>> print(problems[0].format())
+    models/gone.sql:1: [broken-link] models/gone.sql is a symbolic link to nowhere.sql, which does not exist — fix the link or remove it
+    """
+    files: list[Path] = []
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    todo = [base]
+    while todo:
+        folder = todo.pop()
+        real = os.path.realpath(folder)
+        if real in seen:
+            continue
+        seen.add(real)
+        if folder == base and base.is_symlink():
+            if _outside(root, real):
+                problems.append(_link_outside(root, folder, real))
+                continue
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name, reverse=True)
+        except (FileNotFoundError, NotADirectoryError):  # a missing folder is missing_model_paths'
+            continue
+        except OSError as exc:
+            if folder != base or base.exists():
+                problems.append(Problem(f"cannot read the folder {_shown(root, folder)}: {exc.strerror}", _shown(root, folder),
+                                        code="unreadable", hint="make it readable (chmod a+rx) or move it out of the "
+                                                                "project's folders: it may hold models"))
+            continue
+        for entry in entries:
+            path = Path(entry.path)
+            try:
+                if entry.is_symlink():
+                    target = os.path.realpath(path)
+                    if not os.path.exists(target):
+                        if not entry.name.startswith("."):  # hidden: an editor's lock file, .#model.sql
+                            problems.append(Problem(f"{_shown(root, path)} is a symbolic link to {os.readlink(path)}, which "
+                                                    "does not exist", _shown(root, path), 1, code="broken-link",
+                                                    hint="fix the link or remove it"))
+                        continue
+                    if _outside(root, target):
+                        if os.path.isdir(target) or path.suffix in _PROJECT_SUFFIXES:
+                            problems.append(_link_outside(root, path, target))
+                        continue
+                if entry.is_dir():
+                    todo.append(path)
+                    continue
+                if entry.is_file():
+                    files.append(path)
+                    continue
+                mode = entry.stat().st_mode
+            except OSError as exc:
+                problems.append(Problem(f"cannot read {_shown(root, path)}: {exc.strerror}", _shown(root, path), 1,
+                                        code="unreadable", hint="make it readable, or move it out of the project's folders"))
+                continue
+            if path.suffix in _PROJECT_SUFFIXES and not entry.name.startswith("."):
+                what = next((name for test, name in _SPECIAL if test(mode)), "a special file")
+                problems.append(Problem(f"{_shown(root, path)} is {what}, not a file", _shown(root, path), 1, code="not-a-file",
+                                        hint="remove it or move it out of the project's folders: mvflow reads every "
+                                             f"*{path.suffix} file there"))
+    return files, problems
+
+
+def _outside(root: Path, real: str) -> bool:
+    return not Path(real).is_relative_to(root)
+
+
+def _link_outside(root: Path, link: Path, real: str) -> Problem:
+    return Problem(f"{_shown(root, link)} is a symbolic link to {real}, outside the project", _shown(root, link),
+                   1 if link.suffix in _PROJECT_SUFFIXES else None, code="link-outside",
+                   hint="mvflow reads only files inside the project (a pull request could point a link anywhere): "
+                        "copy the files into the project, or link to a folder inside it")
+
+
+def _shown(root: Path, path: Path) -> str:
+    """``path`` as the user sees it: relative to the project (through the links it went)."""
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def _as_list(value: Any) -> list:

@@ -3,6 +3,7 @@ says what is wrong and what to do, exits 2 with no traceback, and writes nothing
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -128,8 +129,8 @@ def test_a_huge_model_is_rejected_quickly(body: str, tmp_path: Path, capsys):
     code, err = _run(tmp_path, ["compile"], capsys)
 
     assert code == 2 and "Traceback" not in err
-    assert re.search(r"^error: models/big\.sql:1: \[too-large\] (the file is 1,\d{3},\d{3} bytes, over the limit of 1,048,576 "
-                     r"|the template renders to more than 1,048,576 characters )\(1 MB\) — split the model", err), err
+    assert re.search(r"^error: models/big\.sql:1: \[too-large\] the (file is|model renders to SQL of) 1,\d{3},\d{3} bytes, "
+                     r"over the limit of 1,048,576 \(1 MB\) — split the model", err), err
     assert not (tmp_path / "target").exists()
 
 
@@ -197,3 +198,80 @@ def test_an_empty_target_is_not_the_default_target(args: list[str], tmp_path: Pa
     assert err == ("error: --target: [unknown-target] --target is empty — name a target (local), or leave --target out "
                    "for the default target 'local'\n")
     assert sorted(p.name for p in project.iterdir()) == ["models", "project.yml"]
+
+
+def _pipe(project: Path, monkeypatch) -> None:
+    os.mkfifo(project / "models" / "b.sql")
+
+
+def _broken_link(project: Path, monkeypatch) -> None:
+    (project / "models" / "b.sql").symlink_to("../gone/b.sql")
+
+
+def _link_out_of_the_project(project: Path, monkeypatch) -> None:
+    outside = project.parent / "elsewhere"
+    outside.mkdir()
+    (outside / "c.sql").write_text("select 3 as z\n")
+    (project / "models" / "shared").symlink_to(outside)
+
+
+def _unreadable_folder(project: Path, monkeypatch) -> None:
+    (project / "models" / "sub").mkdir()
+    (project / "models" / "sub" / "c.sql").write_text("select 3 as z\n")
+    scandir = os.scandir
+
+    def refuse(path):  # chmod 000 does not stop root, who may run the tests
+        if Path(path).name == "sub":
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+    monkeypatch.setattr(os, "scandir", refuse)
+
+
+def _unreadable_file(project: Path, monkeypatch) -> None:
+    (project / "models" / "b.sql").write_text("select 2 as y\n")
+    read_bytes = Path.read_bytes
+
+    def refuse(path):
+        if path.name == "b.sql":
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_bytes(path)
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+
+
+@pytest.mark.parametrize("make, expected", [
+    (_pipe, "error: models/b.sql:1: [not-a-file] models/b.sql is a named pipe, not a file — remove it or move it out of the "
+            "project's folders: mvflow reads every *.sql file there"),
+    (_broken_link, "error: models/b.sql:1: [broken-link] models/b.sql is a symbolic link to ../gone/b.sql, which does not "
+                   "exist — fix the link or remove it"),
+    (_link_out_of_the_project, "error: models/shared: [link-outside] models/shared is a symbolic link to {outside}, outside "
+                               "the project — mvflow reads only files inside the project"),
+    (_unreadable_folder, "error: models/sub: [unreadable] cannot read the folder models/sub: Permission denied — make it "
+                         "readable (chmod a+rx) or move it out of the project's folders: it may hold models"),
+    (_unreadable_file, "error: models/b.sql:1: [io] cannot read the file: Permission denied — make it readable (chmod a+r), "
+                       "or move it out of the project's folders"),
+], ids=lambda value: value.__name__.strip("_") if callable(value) else "")
+def test_what_cannot_be_read_in_a_project_folder_is_an_error(make, expected: str, tmp_path: Path, capsys, monkeypatch):
+    """Before, each of these was skipped without a word: a model (or a folder of them) went missing."""
+    project = _small_project(tmp_path / "p")
+    make(project, monkeypatch)
+
+    code, err = _run(project, ["compile"], capsys)
+
+    assert code == 2 and "Traceback" not in err
+    assert err.startswith(expected.format(outside=(tmp_path / "elsewhere").resolve())), err
+    assert sorted(p.name for p in project.iterdir()) == ["models", "project.yml"]
+
+
+def test_symbolic_links_inside_the_project_are_followed(tmp_path: Path, capsys):
+    """A linked folder of models is compiled (it was skipped), once even when linked twice; an editor's
+    lock file (a hidden broken link) is not a problem."""
+    project = _small_project(tmp_path / "p")
+    (project / "shared").mkdir()
+    (project / "shared" / "c.sql").write_text("select 3 as z\n")
+    (project / "models" / "shared").symlink_to("../shared")
+    (project / "models" / "again").symlink_to("shared")
+    (project / "models" / ".#a.sql").symlink_to("someone@host.4242:1700000000")
+
+    main(["--project-dir", str(project), "ls", "--output", "path"])
+
+    assert capsys.readouterr().out.split() == ["models/a.sql", "models/again/c.sql"]
