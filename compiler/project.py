@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import stat
 from dataclasses import dataclass, field
@@ -12,6 +13,8 @@ from typing import Any, Mapping
 import jinja2
 
 from .errors import Problem, ProjectError
+from .files import MAX_MODEL_BYTES
+from .sandbox import UNSAFE_HINT, Sandbox, SecurityError, TooLarge
 from .yamlfile import LineDict, check_keys, load_yaml
 
 PROJECT_FILE = "project.yml"
@@ -325,11 +328,23 @@ def env_var(name: str, default: str | None = None) -> str:
     raise jinja2.UndefinedError(f"environment variable '{name}' is not set and has no default")
 
 
+@functools.cache
+def _values_sandbox() -> Sandbox:
+    """Where ``{{ env_var(...) }}`` in project.yml values renders (sandbox.py)."""
+    return Sandbox(undefined=jinja2.StrictUndefined, limit=MAX_MODEL_BYTES)
+
+
 def _render_values(value: Any, display: str, line: int) -> Any:
     """Render ``{{ env_var(...) }}`` inside string values of project.yml."""
     if isinstance(value, str) and "{{" in value:
         try:
-            return jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(value).render(env_var=env_var)
+            return _values_sandbox().from_string(value).render(env_var=env_var)
+        except SecurityError as exc:
+            raise ProjectError(Problem(f"unsafe template in value {value!r}: {exc}", display, line, code="unsafe-template",
+                                       hint=UNSAFE_HINT)) from exc
+        except TooLarge as exc:
+            raise ProjectError(Problem(f"value {value if len(value) <= 40 else value[:40] + '…'!r}: {exc}", display, line,
+                                       code="too-large", hint=exc.hint)) from exc
         except jinja2.TemplateError as exc:
             raise ProjectError(
                 Problem(f"cannot render value {value!r}: {exc}", display, line, code="jinja",

@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import jinja2
+from jinja2.loaders import split_template_path
 
 from .errors import CompileError, Problem, ProjectError
-from .files import MAX_MODEL_BYTES, over_limit, read_text
+from .files import MAX_MODEL_BYTES, read_text
 from .dbt.context import TargetContext, dbt_globals, returning
 from .dbt.docs import load_docs
 from .project import Project, Target, env_var
+from .sandbox import UNSAFE_HINT, Sandbox, SecurityError, TooLarge
 
 
 @dataclass(frozen=True)
@@ -63,13 +65,14 @@ class Renderer:
 
     def __init__(self, project: Project, bytecode_cache: jinja2.BytecodeCache | None = None, target: Target | None = None):
         self.project = project
-        self.env = jinja2.Environment(
+        self.env = Sandbox(
             loader=_ProjectLoader(project.root),
             undefined=jinja2.StrictUndefined,
             keep_trailing_newline=False,
             autoescape=False,
             bytecode_cache=bytecode_cache,
             extensions=["jinja2.ext.do"],
+            limit=MAX_MODEL_BYTES,  # what a model, macro or string renders to, and any value it builds
         )
         self.incremental = False  # what is_incremental() answers in this render (an incremental model's second render)
         self.source_names: dict[str, str] = {}  # source('a', 'b') → the source's id, where they differ (dbt sources)
@@ -146,6 +149,8 @@ class Renderer:
                 Problem(f"Jinja syntax error: {exc.message}", display, exc.lineno,
                         hint="check the {{ }} / {% %} tags near this line", code="jinja-syntax")
             ) from exc
+        except SecurityError as exc:  # the file is a link out of the project (the loader's check)
+            raise CompileError(Problem(f"unsafe template: {exc}", display, 1, hint=UNSAFE_HINT, code="unsafe-template")) from exc
 
     def render(
         self,
@@ -156,10 +161,7 @@ class Renderer:
     ) -> Rendered:
         """Render one model. Without resolvers, ref/source return placeholder names."""
         with self._rendering(template.name, this, resolve_ref, resolve_source) as result:
-            result.sql = template.render()
-        if len(result.sql) > MAX_MODEL_BYTES:  # a Jinja loop can make a small file a huge SELECT
-            raise CompileError(Problem(f"the model renders to SQL of {over_limit(len(result.sql))}", template.name, 1,
-                                       hint="split the model, or move generated data into a source table", code="too-large"))
+            result.sql = template.render()  # stopped as soon as it passes MAX_MODEL_BYTES (sandbox.py)
         return result
 
     def render_string(self, text: str, this: str = "", where: tuple[str, int] | None = None) -> str:
@@ -280,7 +282,9 @@ class _ProjectLoader(jinja2.BaseLoader):
         self.root = root
 
     def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Callable[[], bool]]:
-        path = self.root / template
+        path = self.root.joinpath(*split_template_path(template))  # no '..': TemplateNotFound
+        if not path.resolve().is_relative_to(self.root):  # a symbolic link out of the project
+            raise SecurityError(f"template '{template}' leads outside the project (to {path.resolve()})")
         if not path.is_file():
             raise jinja2.TemplateNotFound(template)
         try:
@@ -367,6 +371,10 @@ def _template_error(exc: Exception, name: str | None, root: Path) -> CompileErro
     where = f" (in a macro called from {called})" if called else ""
     if isinstance(exc, _RenderFailure):
         return CompileError(Problem(str(exc) + where, path, line, hint=exc.hint, code=exc.code))
+    if isinstance(exc, TooLarge):
+        return CompileError(Problem(f"{exc}{where}", path, exc.line or line or 1, hint=exc.hint, code="too-large"))
+    if isinstance(exc, SecurityError):
+        return CompileError(Problem(f"unsafe template: {exc}{where}", path, line, hint=UNSAFE_HINT, code="unsafe-template"))
     if isinstance(exc, jinja2.UndefinedError):
         return CompileError(Problem(f"undefined in template: {exc.message}{where}", path, line,
                                     hint="fix the spelling; project variables are read with var('name')", code="jinja-undefined"))

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import jinja2
 
+from ..sandbox import Modules
+
 if TYPE_CHECKING:
     from ..project import Project, Target
 
@@ -86,7 +88,7 @@ def dbt_globals(env: jinja2.Environment) -> dict[str, Any]:
         "print": lambda *args, **kwargs: "",
         "return": lambda value=None: _raise(Return(value)),
         "exceptions": SimpleNamespace(raise_compiler_error=raise_compiler_error, warn=lambda *a, **k: ""),
-        "modules": SimpleNamespace(datetime=datetime, re=re, itertools=itertools),
+        "modules": Modules(datetime=datetime, re=re, itertools=itertools),  # the sandbox's one way to a module
         "tojson": json.dumps,
         "fromjson": json.loads,
         "run_query": refused("run_query"),

@@ -1,0 +1,3 @@
+select
+  {{ many_columns(100000) }}
+  1 as id
