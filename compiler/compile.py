@@ -28,8 +28,8 @@ from .dbt.config import RENAMED, translate as translate_dbt_config
 from .kinds.ephemeral import cte_name
 from .kinds.seed import read_seed, seed_select
 from .paths import name_problem
-from .parse import (column_line, output_columns, parse_select, plain_columns, pretty, table_references, unnamed_columns,
-                    with_ctes)
+from .parse import (column_line, is_reserved, output_columns, parse_select, plain_columns, pretty, table_references,
+                    unnamed_columns, with_ctes)
 from .project import PROJECT_FILE, TABLE_FORMATS, Project, Target
 from .render import Call, Rendered, Renderer
 from .sources import IDENTIFIER, Source, load_sources, type_problems
@@ -459,10 +459,16 @@ def _model(project: Project, renderer: Renderer, display: str, name: str, first,
             path, line = origin.get("cluster_by", (display, 1))
             problems.add(Problem(f"model '{name}': {message}", path, line, hint=hint, code="cluster-by"))
     for key, value in (("schema", schema), ("alias", config.get("alias") or name)):
+        path, line = origin.get(key, origin.get("database", (display, 1)))
         if not IDENTIFIER.fullmatch(str(value)):
-            path, line = origin.get(key, origin.get("database", (display, 1)))
             problems.add(Problem(f"{key} '{value}' is not a valid name", path, line,
                                  hint="use letters, digits and _ only", code="bad-name"))
+        elif is_reserved(str(value)):  # else only the models reading it would fail, at their ref()
+            what = f"{key} '{value}'" if key in config or key == "schema" else f"model name '{value}' (the file name)"
+            problems.add(Problem(f"{what} is a reserved word of SQL: the table's name {schema}.{config.get('alias') or name} "
+                                 "cannot be read unquoted", path, line, code="bad-name",
+                                 hint=f"choose another {key}" if key in config or key == "schema" else
+                                 "rename the file, or give the table another name: config(alias='...')"))
     problems.raise_if_any(CompileError)
     relation = f"{schema}.{config.get('alias') or name}".lower()
     for hook in ("before", "after"):  # hooks may use {{ this }}, {{ target }}: rendered for this model

@@ -5,6 +5,7 @@ Everything here is pure: SQL text in, sqlglot ASTs and names out.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Iterable, Mapping
 
@@ -119,6 +120,23 @@ def _statement_lines(sql: str) -> list[int]:
             lines.append(token.line)
             after_semicolon = False
     return lines
+
+
+@functools.lru_cache(maxsize=4096)
+def is_reserved(name: str) -> bool:
+    """Whether ``name`` cannot name a table unquoted (mvflow writes relations unquoted): a reserved
+    word of SQL, which the parser reads as a keyword.
+
+    >>> is_reserved("select"), is_reserved("FROM"), is_reserved("orders"), is_reserved("date")
+    (True, True, False, False)
+    """
+    if name.upper() not in sqlglot.Dialect.get_or_raise(DIALECT).tokenizer_class.KEYWORDS:
+        return False  # a plain word: always a name
+    try:
+        query = sqlglot.parse_one(f"SELECT 1 FROM d.{name} JOIN d.{name} AS x ON TRUE", read=DIALECT)
+    except SqlglotError:
+        return True
+    return [t.name for t in query.find_all(exp.Table)] != [name, name]
 
 
 def table_name(table: exp.Table) -> str:

@@ -247,7 +247,8 @@ class Renderer:
             try:
                 # the module reads names from env.globals itself (shared, not a copy), so a
                 # macro can call macros of files loaded after its own
-                module = self.template(path).make_module(vars=self.env.globals, shared=True)
+                template = self.template(path)
+                module = template.make_module(vars=self.env.globals, shared=True)
             except CompileError as exc:
                 problems += exc.problems
                 continue
@@ -255,15 +256,22 @@ class Renderer:
                 problems += _template_error(exc, display, self.project.root).problems
                 continue
             for name in sorted(n for n in dir(module) if not n.startswith("_")):
+                line = _macro_line(template, getattr(module, name))
                 if name in macros:
-                    problems.append(Problem(f"macro '{name}' is defined twice (also in {where[name]})", display,
+                    problems.append(Problem(f"macro '{name}' is defined twice (also at {where[name]})", display, line,
                                             hint="rename one of them", code="duplicate-macro"))
                 macros[name] = returning(getattr(module, name)) if self.project.dialect == "dbt" else getattr(module, name)
-                where[name] = display
+                where[name] = f"{display}:{line}" if line else display
         if problems:
             raise CompileError(problems)
         self.env.globals.update(macros)
         return macros
+
+
+def _macro_line(template: jinja2.Template, value: Any) -> int | None:
+    """The line of ``template`` where the macro ``value`` is defined (None if it is not a macro)."""
+    code = getattr(getattr(value, "_func", None), "__code__", None)
+    return template.get_corresponding_lineno(code.co_firstlineno) if code is not None else None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,3 @@
+{{ config(materialized='table',
+          alias='from') }}
+select 1 as x

@@ -1,0 +1,1 @@
+{% macro cents(column) %}round({{ column }} * 100){% endmacro %}

@@ -1,0 +1,1 @@
+select {{ cents('1') }} as x
