@@ -23,8 +23,58 @@ class LineDict(dict):
         return self.key_lines.get(key, self.line)
 
 
+#: Values a file may add through aliases (``*name`` repeats everything its anchor ``&name`` holds): nine
+#: aliases of nine aliases of ... make a small file hold hundreds of millions of values (a YAML
+#: "alias bomb": 90 s and 1.2 GB to read). Merge keys of shared defaults add a few hundred.
+MAX_ALIAS_VALUES = 100_000
+
+
+class _AliasProblem(yaml.YAMLError):
+    """Aliases that expand the file past MAX_ALIAS_VALUES, or an alias inside its own anchor."""
+
+    def __init__(self, message: str, hint: str, mark: yaml.Mark):
+        super().__init__(message)
+        self.message, self.hint, self.mark = message, hint, mark
+
+
 class _Loader(yaml.SafeLoader):
-    pass
+    """PyYAML's safe loader, counting what aliases expand to while it composes the file."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._values: dict[int, int] = {}  # id(node) → how many values it holds, aliases expanded
+        self._aliased = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            node = self.anchors.get(event.anchor)
+            if node is not None and node.end_mark is None:  # still being composed: the alias is inside it
+                raise _AliasProblem(f"alias *{event.anchor} is inside its own anchor &{event.anchor}, which makes "
+                                    "the value infinite", "remove the alias, or move it out of the anchored value",
+                                    event.start_mark)
+            if node is not None:
+                self._aliased += self._count(node)
+                if self._aliased > MAX_ALIAS_VALUES:
+                    raise _AliasProblem(f"the aliases (*{event.anchor} and those before it) expand this file to more "
+                                        f"than {MAX_ALIAS_VALUES:,} values", "write the values out, or use fewer aliases: "
+                                        "each one repeats everything its anchor holds", event.start_mark)
+        return super().compose_node(parent, index)
+
+    def _count(self, root: yaml.Node) -> int:
+        """The values ``root`` holds, aliases expanded (each node once: no recursion, memoized)."""
+        stack = [root]
+        while stack:
+            node = stack[-1]
+            children = [c for pair in node.value for c in (pair if isinstance(pair, tuple) else (pair,))] \
+                if isinstance(node, (yaml.SequenceNode, yaml.MappingNode)) else []
+            waiting = [c for c in children if id(c) not in self._values]
+            if waiting:
+                stack.extend(waiting)
+                continue
+            stack.pop()
+            self._values[id(node)] = 1 + sum(self._values[id(c)] for c in children)
+        return self._values[id(root)]
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LineDict:
@@ -64,11 +114,27 @@ def load_yaml_text(text: str, display: str) -> Any:
         1 | a: [1, 2
         2 | b: 3
           |  ^
+
+    Aliases may repeat a value, not blow it up (``MAX_ALIAS_VALUES``):
+
+    >>> load_yaml_text("d: &d {a: 1}\\nx: {<<: *d, b: 2}", "x.yml")["x"]
+    {'a': 1, 'b': 2}
+    >>> bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\\n" + "".join(
+    ...     f"{n}: &{n} [{', '.join([f'*{p}'] * 10)}]\\n" for p, n in zip("abcd", "bcde"))
+    >>> try:
+    ...     load_yaml_text(bomb, "x.yml")
+    ... except ProjectError as exc:
+    ...     print(exc.problems[0].format().splitlines()[0])
+    x.yml:5:36: [yaml-aliases] the aliases (*d and those before it) expand this file to more than 100,000 values — write the values out, or use fewer aliases: each one repeats everything its anchor holds
     """
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         raise ProjectError(_yaml_problem(exc, text, display)) from exc
+    except _AliasProblem as exc:
+        line, col = exc.mark.line + 1, exc.mark.column + 1
+        raise ProjectError(Problem(exc.message, display, line, col, hint=exc.hint, code="yaml-aliases",
+                                   snippet=snippet(text, line, col))) from exc
 
 
 def _yaml_problem(exc: yaml.MarkedYAMLError, text: str, display: str) -> Problem:

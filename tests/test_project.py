@@ -269,3 +269,47 @@ def test_a_lineage_file_without_sources(make_project):
 )
 def test_parse_duration(value, seconds):
     assert parse_duration(value) == seconds
+
+
+# -- YAML aliases ----------------------------------------------------------------------------
+def _alias_bomb(indent: str, levels: int = 8) -> str:
+    """Nine aliases of nine aliases of ... (9**9 values from ~800 bytes), each level a key at ``indent``."""
+    lines = [f'{indent}lol0: &lol0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"{indent}lol{i}: &lol{i} [{', '.join([f'*lol{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("path, text", [
+    ("project.yml", "name: p\nvars:\n" + _alias_bomb("  ")),
+    ("dbt_project.yml", "name: p\nprofile: p\nvars:\n" + _alias_bomb("  ")),
+    ("lineage/stage.yml", "sources: []\nbomb:\n" + _alias_bomb("  ")),
+    ("models/a.yml", "models:\n  - name: a\n    meta:\n" + _alias_bomb("      ")),
+], ids=["project.yml", "dbt_project.yml", "lineage", "model docs"])
+def test_a_yaml_alias_bomb_is_refused_before_it_expands(path: str, text: str, tmp_path: Path, capsys):
+    import time
+
+    from compiler.cli import main
+
+    files = {"project.yml": "name: p\n", "models/a.sql": "select 1 as id\n", path: text}
+    if path == "dbt_project.yml":
+        files.pop("project.yml")
+        files["profiles.yml"] = "p:\n  target: dev\n  outputs:\n    dev: {type: spark, method: session, schema: s, host: x}\n"
+    for name, content in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(content)
+    started = time.monotonic()
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--project-dir", str(tmp_path), "compile"])
+
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and f"{path}:" in err and "[yaml-aliases]" in err and "Traceback" not in err, err
+    assert time.monotonic() - started < 10  # unbounded: 90 s and 1.2 GB
+    assert not (tmp_path / "target").exists()
+
+
+def test_yaml_aliases_that_repeat_a_little_are_fine(tmp_path: Path):
+    (tmp_path / "project.yml").write_text("name: p\nvars:\n  base: &base {a: 1, b: [1, 2, 3]}\n"
+                                          "  x: {<<: *base, c: 2}\n  y: [*base, *base]\n")
+    variables = load_project(tmp_path).vars
+    assert variables["x"] == {"a": 1, "b": [1, 2, 3], "c": 2} and variables["y"] == [variables["base"]] * 2
