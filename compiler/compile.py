@@ -360,7 +360,8 @@ def _are_tags(value: Any) -> bool:
     >>> _are_tags("daily"), _are_tags(["a", "b"]), _are_tags(None), _are_tags(5), _are_tags(["a", 5])
     (True, True, True, False, False)
     """
-    return value is None or isinstance(value, str) or (isinstance(value, (list, tuple)) and all(isinstance(t, str) for t in value))
+    listed = isinstance(value, (list, tuple)) and all(isinstance(t, str) for t in value)
+    return value is None or isinstance(value, str) or listed
 
 
 def _bad_tags(value: Any, path: str, line: int) -> Problem:

@@ -34,6 +34,8 @@ from .table_format import DELTA, DELTA_PROPERTIES, is_delta_table
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from .sources import Source
+
 DATABASE = "stage"
 # Delta sources record their Change Data Feed (a source may declare 'changes: cdf').
 SOURCE_PROPERTIES = {**DELTA_PROPERTIES, "delta.enableChangeDataFeed": "true"}
@@ -56,6 +58,25 @@ KEYS = {
     "regions": ("region_id",), "categories": ("category_id",), "warehouses": ("warehouse_id",),
     "shops": ("shop_id",), "offers": ("offer_id",), "prices": ("offer_id", "price_kind"), "orders": ("order_id",),
 }
+
+
+def creates(sources: "dict[str, Source]", table: str) -> bool:
+    """Whether ``mvflow demo init`` creates ``table`` for this project: the project is the demo (or a
+    copy of it), which declares every source table of the demo, and ``table`` is one of them.
+
+    >>> from compiler.sources import Source
+    >>> demo = {f"stage.{t}": Source("stage", t, ("id",), "lineage/stage.yml", 1) for t in SOURCES}
+    >>> creates(demo, "stage.orders"), creates(demo, "stage.prices_changes"), creates(demo, "stage.other")
+    (True, True, False)
+    >>> creates({"stage.orders": demo["stage.orders"]}, "stage.orders")  # a project with a table named so
+    False
+    """
+    declared = {source.id.lower() for source in sources.values()}
+    if not all(f"{DATABASE}.{name}" in declared for name in SOURCES):
+        return False
+    return table.lower() in {f"{DATABASE}.{name}" for name in (*SOURCES, *FEEDS.values())}
+
+
 # Share (%) of offers that have a price of each kind.
 PRICE_KINDS = (("retail", 90), ("wholesale", 40), ("promo", 20))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 from .errors import Problem, ProblemList, RunError
-from .failures import CREATE_TABLE_HINT
+from .failures import create_table_hint
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,7 +27,7 @@ def check_sources(spark: "SparkSession", manifest: "Manifest", selected: Iterabl
     problems = ProblemList()
     for source in sources_read(manifest, selected):
         actual = _actual_columns(spark, source.id)
-        for problem in drift(source, actual):
+        for problem in drift(source, actual, create_table_hint(manifest, source.id)):
             problems.add(problem)
         cdf = cdf_problem(spark, source.id, source.path, source.line) if source.cdf and actual is not None else None
         if cdf is not None:
@@ -40,9 +40,10 @@ def sources_read(manifest: "Manifest", selected: Iterable[str]) -> list["Source"
     return [manifest.sources[name] for name in sorted(names) if name in manifest.sources]
 
 
-def drift(source: "Source", actual: dict[str, str] | None) -> list[Problem]:
+def drift(source: "Source", actual: dict[str, str] | None,
+          create_hint: str = "create it, or correct the database and name the declaration gives") -> list[Problem]:
     """What differs between the declaration and the table (``actual``: column → Spark type, None
-    if there is no table).
+    if there is no table; ``create_hint`` says what to do then).
 
     >>> from compiler.sources import Column, Source
     >>> source = Source("stage", "shops", ("id",), "lineage/a.yml", 3,
@@ -53,7 +54,7 @@ def drift(source: "Source", actual: dict[str, str] | None) -> list[Problem]:
     """
     if actual is None:
         return [Problem(f"source {source.id}: the table does not exist", source.path, source.line,
-                        hint="create it first, or load the seed that fills it (mvflow seed)" if source.plain else CREATE_TABLE_HINT,
+                        hint="create it first, or load the seed that fills it (mvflow seed)" if source.plain else create_hint,
                         code="table-not-found")]
     hint = "declare the table's columns as they are, or fix the table"
     columns = {name.lower(): kind for name, kind in actual.items()}

@@ -29,7 +29,16 @@ if TYPE_CHECKING:
     from .compile import Manifest, Model
 
 log = logging.getLogger("mvflow")
-CREATE_TABLE_HINT = "create it (the demo project: run `mvflow demo init`)"
+
+
+def create_table_hint(manifest: "Manifest", table: str) -> str:
+    """What to do about a declared table that does not exist: ``mvflow demo init`` is the answer only
+    in the demo project (elsewhere it would fill the user's ``stage`` database with the demo's rows)."""
+    from .demo import creates
+
+    if creates(manifest.sources, table):
+        return "create it (the demo project: run `mvflow demo init`)"
+    return "create it, or correct the database and name the declaration gives"
 
 
 @dataclass
@@ -110,10 +119,12 @@ def _missing_table_hint(name: str, where: Running) -> str:
     manifest = where.manifest
     source = next((s for s in manifest.sources.values() if s.id.lower() == name.lower()), None)
     if source is not None:
-        return f"source {source.id} is declared at {source.path}:{source.line} but its table does not exist: {CREATE_TABLE_HINT}"
+        return (f"source {source.id} is declared at {source.path}:{source.line} but its table does not exist: "
+                f"{create_table_hint(manifest, source.id)}")
     feed = next((s for s in manifest.sources.values() if s.changes and s.changes.table.lower() == name.lower()), None)
     if feed is not None:
-        return f"it is the change feed of source {feed.id} (declared at {feed.path}:{feed.line}): {CREATE_TABLE_HINT}"
+        return (f"it is the change feed of source {feed.id} (declared at {feed.path}:{feed.line}): "
+                f"{create_table_hint(manifest, feed.changes.table)}")
     model = next((m for m in manifest.models.values() if m.relation.lower() == name.lower()), None)
     if model is not None:
         return f"it is model {model.name}'s table: build it first (mvflow run -s +{model.name})"

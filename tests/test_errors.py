@@ -275,3 +275,51 @@ def test_symbolic_links_inside_the_project_are_followed(tmp_path: Path, capsys):
     main(["--project-dir", str(project), "ls", "--output", "path"])
 
     assert capsys.readouterr().out.split() == ["models/a.sql", "models/again/c.sql"]
+
+
+class _TableNotFound(Exception):
+    def getCondition(self) -> str:  # noqa: N802 - PySpark's name
+        return "TABLE_OR_VIEW_NOT_FOUND"
+
+
+class _NoTables:
+    """A SparkSession in which no table exists (what check_sources asks of one)."""
+
+    def table(self, name: str):
+        raise _TableNotFound(name)
+
+
+@pytest.mark.parametrize("demo", [False, True], ids=["own project", "demo project"])
+def test_only_the_demo_project_is_told_to_run_demo_init(demo: bool, make_project):
+    """``mvflow demo init`` fills the stage database with the demo's rows: advice for the demo project
+    only, never for a project that merely has a missing table (even stage.orders)."""
+    from compiler.compile import compile_project
+    from compiler.drift import check_sources
+    from compiler.errors import RunError
+    from compiler.failures import Running, _missing_table_hint
+    from compiler.project import load_project
+
+    if demo:
+        manifest = compile_project(load_project(Path(__file__).parent.parent))
+        model = "stg_orders"
+    else:
+        manifest = compile_project(load_project(make_project({
+            "lineage/stage.yml": "sources:\n  - {name: orders, database: stage, primary_key: [order_id], position: [ts]}\n",
+            "models/a.sql": "select o.order_id from {{ source('stage', 'orders') }} as o",
+        })))
+        model = "a"
+
+    with pytest.raises(RunError) as info:
+        check_sources(_NoTables(), manifest, [model])
+    hint = _missing_table_hint("stage.orders", Running(manifest, manifest.models[model]))
+
+    problem = info.value.problems[0]
+    assert problem.code == "table-not-found" and problem.message == "source stage.orders: the table does not exist"
+    if demo:
+        assert problem.hint == "create it (the demo project: run `mvflow demo init`)"
+        assert hint.endswith("but its table does not exist: create it (the demo project: run `mvflow demo init`)")
+    else:
+        assert problem.format() == ("lineage/stage.yml:2: [table-not-found] source stage.orders: the table does not exist — "
+                                    "create it, or correct the database and name the declaration gives")
+        assert hint == ("source stage.orders is declared at lineage/stage.yml:2 but its table does not exist: create it, "
+                        "or correct the database and name the declaration gives")

@@ -92,8 +92,8 @@ def test_a_missing_source_table_names_the_model_line_the_yaml_and_what_to_do(pro
     assert result.status == "error"
     assert result.message == (
         f"models/shop_list.sql:2: [table-not-found] table {env.db}.shops does not exist — source {env.db}.shops is "
-        "declared at lineage/src.yml:2 but its table does not exist: create it (the demo project: run `mvflow demo init`) "
-        "(ran target/run/shop_list.sql)")
+        "declared at lineage/src.yml:2 but its table does not exist: create it, or correct the database and name the "
+        "declaration gives (ran target/run/shop_list.sql)")
 
 
 def test_a_missing_change_feed_is_named_as_its_source_s_feed(project):
@@ -106,8 +106,8 @@ def test_a_missing_change_feed_is_named_as_its_source_s_feed(project):
 
     assert result.message == (
         f"models/feed.sql:2: [table-not-found] table {env.db}.prices_changes does not exist — it is the change feed of "
-        f"source {env.db}.prices (declared at lineage/src.yml:2): create it (the demo project: run `mvflow demo init`) "
-        "(ran target/run/feed.sql)")
+        f"source {env.db}.prices (declared at lineage/src.yml:2): create it, or correct the database and name the "
+        "declaration gives (ran target/run/feed.sql)")
 
 
 def test_the_line_is_where_the_failing_name_is_in_the_model_file(project):
@@ -173,7 +173,7 @@ def test_a_missing_source_table_stops_the_run(project, capsys):
 
     assert code == 2
     assert (f"lineage/src.yml:2: [table-not-found] source {env.db}.shops: the table does not exist — "
-            "create it (the demo project: run `mvflow demo init`)") in err
+            "create it, or correct the database and name the declaration gives") in err
 
 
 def test_the_start_up_check_runs_once_when_spark_starts_and_its_failure_sticks(spark):
