@@ -124,12 +124,13 @@ class Sandbox(SandboxedEnvironment):
         return self.bounded(super().call_binop(context, operator, left, right), f"{operator} made a value")
 
     def call(__self, __context: jinja2.runtime.Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
-        owner = getattr(__obj, "__self__", None)
+        owner = __obj.__self__ if isinstance(__obj, types.BuiltinMethodType) else None  # 'x'.ljust, l.append
         if isinstance(owner, str):
-            __self._check_width(_grown_length(getattr(__obj, "__name__", ""), owner, (*args, *kwargs.values())), owner)
-        wrapped = getattr(getattr(__obj, "__wrapped__", None), "__self__", None)
-        if isinstance(wrapped, str):  # str.format, as the sandbox wraps it
-            __self._check_width(_widest_format(wrapped), wrapped)
+            __self._check_width(_grown_length(__obj.__name__, owner, (*args, *kwargs.values())), owner)
+        elif isinstance(__obj, types.FunctionType):
+            wrapped = getattr(getattr(__obj, "__wrapped__", None), "__self__", None)
+            if isinstance(wrapped, str):  # str.format, as the sandbox wraps it
+                __self._check_width(_widest_format(wrapped), wrapped)
         result = super().call(__context, __obj, *args, **kwargs)
         if isinstance(owner, (list, dict, set)):  # l.append(...): the list itself may grow past the limit
             __self.bounded(owner, "a collection")
@@ -222,8 +223,12 @@ class _Buffer(list):
         super().append(item)
 
     def extend(self, items: Any) -> None:
-        for item in items:  # one at a time: an {% include %} in a macro is a stream
-            self.append(item)
+        if isinstance(items, tuple):  # what Jinja's code writes: the pieces of one output
+            self._grow(sum(len(item) if isinstance(item, str) else 1 for item in items))
+            super().extend(items)
+        else:
+            for item in items:  # one at a time: an {% include %} in a macro is a stream
+                self.append(item)
 
     def _grow(self, size: int) -> None:
         self._size += size
