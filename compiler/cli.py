@@ -646,15 +646,22 @@ _accept_global_options(cli)
 
 
 def main(argv: list[str] | None = None) -> None:
+    from .depth import recursion_room, too_deep
+
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
-        with _debug_log(debug):
+        with _debug_log(debug), recursion_room():  # deeply nested SQL (depth.py)
             cli.main(args=argv, prog_name="mvflow", standalone_mode=False)
     except MvflowError as exc:
         if debug:
             raise
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
+    except RecursionError:  # where no model was at hand to name (they are named where they are handled)
+        if debug:
+            raise
+        click.echo(f"error: {too_deep(None, what='something in the project').format()} (--debug shows where)", err=True)
+        sys.exit(EXIT_USER_ERROR)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)

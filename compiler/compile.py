@@ -20,6 +20,7 @@ from sqlglot import exp
 from .background import Background, worth_forking
 from .cache import CompileCache, cache_key, read_tables, schema_index
 from .data_tests import DataTest, compile_tests, place_scopes
+from .depth import too_deep
 from .errors import CompileError, MvflowError, Problem, ProblemList, did_you_mean
 from .files import read_text
 from .graph import build_graph, model_id, model_order, source_id
@@ -667,18 +668,20 @@ def _parse_results(model: Model) -> tuple[str, list, list, list | None] | None:
     it does not parse."""
     try:
         ast = parse_select(model.sql, model.path)
-    except CompileError:
+        return pretty(ast), unnamed_columns(ast), table_references(ast), plain_columns(ast)
+    except (CompileError, RecursionError):
         return None
-    return pretty(ast), unnamed_columns(ast), table_references(ast), plain_columns(ast)
 
 
 def _parse_into(model: Model, results: dict[str, tuple], errors: dict[str, CompileError]) -> None:
     try:
         model.ast = parse_select(model.sql, model.path)
+        results[model.name] = (model.select_sql, unnamed_columns(model.ast), table_references(model.ast),
+                               plain_columns(model.ast))
     except CompileError as exc:
         errors[model.name] = exc
-        return
-    results[model.name] = (model.select_sql, unnamed_columns(model.ast), table_references(model.ast), plain_columns(model.ast))
+    except RecursionError:  # parsed, but too deep to print or walk
+        errors[model.name] = CompileError(too_deep(model.path))
 
 
 def _infer_columns(manifest: Manifest) -> None:

@@ -24,6 +24,7 @@ from sqlglot.optimizer.scope import Scope, build_scope
 from sqlglot.schema import MappingSchema
 
 from .cache import cache_key, read_tables
+from .depth import too_deep
 from .errors import CompileError, Problem, ProblemList, SelectionError, did_you_mean, find_line
 from .graph import model_id, node_name, source_id
 from .parse import DIALECT, table_name
@@ -106,8 +107,8 @@ class Lineage:
 
     def upstream(self, ref: ColumnRef) -> tuple[Edge, ...]:
         """Every column ``ref`` comes from, at any depth, with the composed transform."""
-        if ref not in self._up:
-            self._up[ref] = _compose(self.parents(ref), self.upstream)
+        for each in _first_the_parents(ref, self.parents, self._up):
+            self._up[each] = _compose(self.parents(each), self.upstream)
         return self._up[ref]
 
     def downstream(self, ref: ColumnRef) -> tuple[Edge, ...]:
@@ -119,8 +120,8 @@ class Lineage:
 
         Composed from the parents' leaves (memoized) rather than by filtering ``upstream``: the
         same edges, without carrying every intermediate model column through deep DAGs."""
-        if ref not in self._leaves:
-            self._leaves[ref] = _compose(self.parents(ref), self.source_columns, _is_leaf)
+        for each in _first_the_parents(ref, self.parents, self._leaves):
+            self._leaves[each] = _compose(self.parents(each), self.source_columns, _is_leaf)
         return self._leaves[ref]
 
     def model_dict(self, name: str) -> dict[str, Any] | None:
@@ -141,6 +142,29 @@ class Lineage:
     def to_dict(self) -> dict[str, Any]:
         """``target/lineage.json``: every model's entry (see ``model_dict``)."""
         return {"lineage_version": LINEAGE_VERSION, "models": {name: self.model_dict(name) for name in self.models}}
+
+
+def _first_the_parents(ref: ColumnRef, parents, done: Mapping[ColumnRef, Any]) -> list[ColumnRef]:
+    """``ref`` and the columns it comes from that ``done`` lacks, each after its parents: composing them
+    in this order recurses one level at a time, however long a chain of models is (a loop, not a
+    recursion: 1,800 models in a row ran out of Python's stack).
+
+    >>> graph = {"c": ["b"], "b": ["a"], "a": []}
+    >>> _first_the_parents("c", lambda ref: [Edge(p, "identity") for p in graph[ref]], {"a": ()})
+    ['b', 'c']
+    """
+    order: list[ColumnRef] = []
+    seen: set[ColumnRef] = set()  # expanded (a column reached twice, or a cycle, is expanded once)
+    stack: list[tuple[ColumnRef, bool]] = [(ref, False)]
+    while stack:
+        each, expanded = stack.pop()
+        if expanded:
+            order.append(each)
+        elif each not in done and each not in seen:
+            seen.add(each)
+            stack.append((each, True))
+            stack.extend((edge.ref, False) for edge in parents(each))
+    return order
 
 
 def _is_leaf(ref: ColumnRef) -> bool:
@@ -195,17 +219,22 @@ def lineage(manifest: Manifest) -> Lineage:
         model = manifest.models[name]
         if not model.parsed:
             continue
-        if manifest.cache is None:
-            result = model_lineage(model.ast, schema, nodes, known, types, model.columns)
-        else:
-            # everything the result depends on: the SQL, its output names, and what is known of what it reads
-            reads = [[name_, found, nodes.get(name_), known.get(nodes.get(name_, "")), node_types.get(nodes.get(name_, ""))]
-                     for name_, found in read_tables((t for t, _ in model.tables_read), tables, index)]
-            key = cache_key("lineage", model.sql, model.columns, reads)
-            result = manifest.cache.get(key)
-            if result is None:
+        try:
+            if manifest.cache is None:
                 result = model_lineage(model.ast, schema, nodes, known, types, model.columns)
-                manifest.cache.put(key, result)
+            else:
+                # everything the result depends on: the SQL, its output names, and what is known of what it reads
+                reads = [[name_, found, nodes.get(name_), known.get(nodes.get(name_, "")),
+                          node_types.get(nodes.get(name_, ""))]
+                         for name_, found in read_tables((t for t, _ in model.tables_read), tables, index)]
+                key = cache_key("lineage", model.sql, model.columns, reads)
+                result = manifest.cache.get(key)
+                if result is None:
+                    result = model_lineage(model.ast, schema, nodes, known, types, model.columns)
+                    manifest.cache.put(key, result)
+        except RecursionError:
+            problems.add(too_deep(model.path))
+            continue
         models[name] = result
         for written, node in result.missing:
             problems.add(_missing_column(manifest, model, written, node, known[node]))

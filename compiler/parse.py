@@ -15,6 +15,7 @@ from sqlglot.errors import OptimizeError, ParseError, SqlglotError, TokenError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.tokens import TokenType
 
+from .depth import nesting_problem, too_deep
 from .errors import CompileError, Problem, snippet
 
 DIALECT = "spark"
@@ -31,8 +32,13 @@ def parse_select(sql: str, path: str, what: str = "model") -> exp.Query:
     ...
     compiler.errors.CompileError: tests/t.sql:1: [not-a-select] a singular test is a SELECT, found DROP — write the test as a SELECT of the rows that fail: mvflow counts them, and a test never changes data
     """
+    too_deep_here = nesting_problem(sql, path, DIALECT)
+    if too_deep_here is not None:
+        raise CompileError(too_deep_here)
     try:
         statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+    except RecursionError:
+        raise CompileError(too_deep(path)) from None
     except TokenError as exc:
         raise _token_error(exc, sql, path) from exc
     except ParseError as exc:

@@ -30,6 +30,7 @@ _BOOLEAN = (exp.Boolean, exp.Predicate, exp.Connector, exp.Not)
 _STRING = (exp.Upper, exp.Lower, exp.ConcatWs, exp.Trim, exp.Initcap)
 _SAME_AS_ARGUMENT = (exp.Min, exp.Max, exp.First, exp.Last, exp.AnyValue, exp.Abs, exp.Neg, exp.Paren, exp.Alias)
 _INT = (exp.RowNumber, exp.Rank, exp.DenseRank, exp.Length)
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Mod)
 
 
 def spark_type(node: exp.Expression, column_type: ColumnType) -> str | None:
@@ -110,7 +111,16 @@ def _same(node, typed, column_type):
 
 
 def _arithmetic(node: exp.Binary, typed, column_type):
-    return _wider([typed(node.left), typed(node.right)])
+    """``a + b``: the wider of the two. A long chain (``a + b + … + z``, left-deep) is folded in a loop,
+    from its innermost pair out, not by recursion: a SELECT may sum hundreds of columns."""
+    rights = []
+    while isinstance(node, _ARITHMETIC):
+        rights.append(node.right)
+        node = node.left
+    result = typed(node)
+    for right in reversed(rights):
+        result = _wider([result, typed(right)])
+    return result
 
 
 def _divide(node: exp.Div, typed, column_type):
@@ -154,7 +164,7 @@ _RULES: tuple[tuple[type | tuple[type, ...], Callable], ...] = (
     (exp.Sum, _sum),
     (exp.Avg, _avg),
     (_SAME_AS_ARGUMENT, _same),
-    ((exp.Add, exp.Sub, exp.Mul, exp.Mod), _arithmetic),
+    (_ARITHMETIC, _arithmetic),
     (exp.Div, _divide),
     ((exp.Coalesce, exp.If, exp.Case), _branches),
     ((exp.Concat, exp.Substring), _text),

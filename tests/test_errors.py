@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -323,3 +324,69 @@ def test_only_the_demo_project_is_told_to_run_demo_init(demo: bool, make_project
                                     "create it, or correct the database and name the declaration gives")
         assert hint == ("source stage.orders is declared at lineage/stage.yml:2 but its table does not exist: create it, "
                         "or correct the database and name the declaration gives")
+
+
+@pytest.mark.parametrize("select", [
+    "select " + " + ".join(f"{i}" for i in range(350)) + " as total",
+    "select\n" + "(" * 500 + "1" + ")" * 500 + " as x",
+    "select " + "case when true then " * 400 + "1" + " end" * 400 + " as x",
+], ids=["350-term sum", "500 nested parentheses", "400 nested CASEs"])
+def test_deeply_nested_sql_compiles(select: str, tmp_path: Path, capsys):
+    """Each was a RecursionError traceback (Python's 1,000 frames; depth.py)."""
+    project = _small_project(tmp_path / "p")
+    (project / "models" / "a.sql").write_text(select + "\n")
+    limit = sys.getrecursionlimit()
+
+    main(["--project-dir", str(project), "compile"])
+
+    assert "compiled 1 of 1 models" in capsys.readouterr().out
+    assert (project / "target" / "compiled" / "a.sql").is_file()
+    assert sys.getrecursionlimit() == limit  # the room is given back
+
+
+def test_a_chain_of_1800_refs_compiles(tmp_path: Path, capsys):
+    """Column lineage followed the chain by recursion: a RecursionError traceback."""
+    project = _small_project(tmp_path / "p")
+    for i in range(1, 1800):
+        (project / "models" / f"m{i}.sql").write_text(f"select x from {{{{ ref('{f'm{i - 1}' if i > 1 else 'a'}') }}}}\n")
+
+    main(["--project-dir", str(project), "compile"])
+
+    assert "compiled 1800 of 1800 models" in capsys.readouterr().out
+    assert '"m1799": {' in (project / "target" / "lineage.json").read_text()
+
+
+@pytest.mark.parametrize("select, expected", [
+    ("select 1 as x,\n  " + "(" * 1001 + "1" + ")" * 1001 + " as y",
+     "error: models/a.sql:2: [too-deep] parentheses nest 1,001 deep here, deeper than mvflow reads (1,000) — flatten it: "
+     "move inner queries into CTEs (WITH) or models, and split long expressions into steps"),
+    ("select * from " + "(select 1 as x from " * 10_000 + "range(1)" + ") as s" * 10_000,  # crashed Python, at any limit
+     "error: models/a.sql:1: [too-deep] parentheses nest 10,001 deep here, deeper than mvflow reads (1,000)"),
+    ("select " + "not " * 10_000 + "true as x",
+     "error: models/a.sql:1: [too-deep] the SQL nests too deeply for mvflow to handle — flatten it"),
+    ("select " + "case when true then " * 10_000 + "1" + " end" * 10_000 + " as x",
+     "error: models/a.sql:1: [too-deep] the SQL nests too deeply for mvflow to handle — flatten it"),
+], ids=["1001 parentheses", "10000 subqueries", "10000 NOTs", "10000 CASEs"])
+def test_too_deeply_nested_sql_is_a_clean_error(select: str, expected: str, tmp_path: Path, capsys):
+    project = _small_project(tmp_path / "p")
+    (project / "models" / "a.sql").write_text(select + "\n")
+
+    code, err = _run(project, ["compile"], capsys)
+
+    assert code == 2 and "Traceback" not in err and err.startswith(expected), err
+    assert sorted(p.name for p in project.iterdir()) == ["models", "project.yml"]
+
+
+def test_a_recursion_error_anywhere_else_is_a_clean_error(tmp_path: Path, capsys, monkeypatch):
+    """Where no model is at hand to name, the command still ends with a message, not a traceback."""
+    import compiler.compile
+
+    def too_deep(*args, **kwargs):
+        raise RecursionError("maximum recursion depth exceeded")
+    monkeypatch.setattr(compiler.compile, "compile_project", too_deep)
+
+    code, err = _run(_small_project(tmp_path / "p"), ["compile"], capsys)
+
+    assert code == 2 and err == ("error: [too-deep] something in the project nests too deeply for mvflow to handle — "
+                                 "flatten it: move inner queries into CTEs (WITH) or models, and split long expressions "
+                                 "into steps (--debug shows where)\n")
