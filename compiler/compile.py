@@ -33,7 +33,7 @@ from .parse import (column_line, is_reserved, output_columns, parse_select, plai
                     unnamed_columns, with_ctes)
 from .project import PROJECT_FILE, TABLE_FORMATS, Project, Target
 from .render import Call, Rendered, Renderer
-from .sources import IDENTIFIER, Source, load_sources, type_problems
+from .sources import IDENTIFIER, Source, are_tags, load_sources, tags_problem, type_problems
 from .table_format import cluster_by_problems
 from .yamlfile import LineDict, check_keys, load_yaml
 
@@ -338,7 +338,7 @@ def _model_config(project: Project, display: str, first, doc: LineDict | None, p
     origin: dict[str, tuple[str, int]] = {}
 
     def put(key: str, value: Any, where: tuple[str, int]) -> None:
-        if key == "tags" and not _are_tags(value):
+        if key == "tags" and not are_tags(value):
             problems.append(_bad_tags(value, *where))
             return
         config[key], origin[key] = _merged(config, key, value), where
@@ -348,26 +348,15 @@ def _model_config(project: Project, display: str, first, doc: LineDict | None, p
     doc_config = (doc or {}).get("config") or {}
     for key, value in doc_config.items():
         put(key, value, (doc.path, doc_config.line_of(key) if isinstance(doc_config, LineDict) else doc.line))
-    if doc is not None and not _are_tags(doc.get("tags")):
+    if doc is not None and not are_tags(doc.get("tags")):
         problems.append(_bad_tags(doc["tags"], doc.path, doc.line_of("tags")))
     for key, value in first.config.items():
         put(key, value, (display, first.config_lines.get(key, 1)))
     return config, origin
 
 
-def _are_tags(value: Any) -> bool:
-    """Tags are a text or a list of texts (or nothing).
-
-    >>> _are_tags("daily"), _are_tags(["a", "b"]), _are_tags(None), _are_tags(5), _are_tags(["a", 5])
-    (True, True, True, False, False)
-    """
-    listed = isinstance(value, (list, tuple)) and all(isinstance(t, str) for t in value)
-    return value is None or isinstance(value, str) or listed
-
-
 def _bad_tags(value: Any, path: str, line: int) -> Problem:
-    return Problem(f"tags must be a tag or a list of tags (text), got {value!r}", path, line, code="bad-config",
-                   hint="e.g. tags='daily' or tags=['daily', 'finance'] (in YAML: tags: [daily, finance])")
+    return tags_problem(value, path, line, "tags='daily' or tags=['daily', 'finance'] (in YAML: tags: [daily, finance])")
 
 
 def _merged(config: dict[str, Any], key: str, value: Any) -> Any:

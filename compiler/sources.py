@@ -251,6 +251,8 @@ def _source(raw: Any, display: str, list_line: int, problems: list[Problem]) -> 
     if depends_on is None:
         problems.append(Problem(f"{what}: depends_on must be a list of names", display, raw.line_of("depends_on"),
                                 hint="e.g. 'depends_on: [stage.offers]'", code="bad-value"))
+    if not are_tags(raw.get("tags")):
+        problems.append(tags_problem(raw["tags"], display, raw.line_of("tags"), "tags: [daily, finance]", what))
     problems += _name_problems(raw, display, what)
     columns = _columns(raw.get("columns") or [], display, raw.line_of("columns"), what, problems)
     if columns:
@@ -272,7 +274,7 @@ def _source(raw: Any, display: str, list_line: int, problems: list[Problem]) -> 
         deleted=raw.get("deleted"),
         delay_seconds=delay or 0,
         depends_on=depends_on or (),
-        tags=tuple(raw.get("tags") or ()),
+        tags=(raw["tags"],) if isinstance(raw.get("tags"), str) else tuple(raw.get("tags") or ()),
         loaded_at_field=raw.get("loaded_at_field"),
         freshness=dict(raw["freshness"]) if isinstance(raw.get("freshness"), dict) else None,
         unique=unique or (),
@@ -300,6 +302,21 @@ def _columns(raw: Any, display: str, line: int, what: str, problems: list[Proble
             problems.append(Problem(f"{what}: column '{column.name}' is declared twice{types}", display, item.line,
                                     hint="keep one declaration (Spark column names ignore case)", code="duplicate-column"))
     return tuple(columns.values())
+
+
+def are_tags(value: Any) -> bool:
+    """Tags are a text or a list of texts (or nothing).
+
+    >>> are_tags("daily"), are_tags(["a", "b"]), are_tags(None), are_tags(5), are_tags(["a", 5])
+    (True, True, True, False, False)
+    """
+    listed = isinstance(value, (list, tuple)) and all(isinstance(t, str) for t in value)
+    return value is None or isinstance(value, str) or listed
+
+
+def tags_problem(value: Any, path: str, line: int, example: str, what: str = "") -> Problem:
+    return Problem(f"{what}{': ' if what else ''}tags must be a tag or a list of tags (text), got {value!r}", path, line,
+                   code="bad-config", hint=f"e.g. {example}")
 
 
 def type_problems(column: LineDict, display: str, what: str) -> list[Problem]:

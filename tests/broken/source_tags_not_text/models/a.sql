@@ -1,0 +1,1 @@
+select s.id from {{ source('stage', 'shops') }} as s
