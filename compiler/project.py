@@ -233,8 +233,11 @@ def _walk(root: Path, base: Path) -> tuple[list[Path], list[Problem]]:
     >>> files, problems = _walk(root, root / "models")
     >>> sorted(p.relative_to(root).as_posix() for p in files)
     ['models/a.sql', 'models/shared/c.sql', 'models/staging/b.sql']
-    >>> print(problems[0].format())
+    >>> (root / "models" / "staging" / "up").symlink_to("..")
+    >>> files, problems = _walk(root, root / "models")
+    >>> for problem in problems: print(problem.format().replace(str(root), "<root>"))
     models/gone.sql:1: [broken-link] models/gone.sql is a symbolic link to nowhere.sql, which does not exist — fix the link or remove it
+    models/staging/up: [link-loop] models/staging/up is a symbolic link to <root>/models, a folder that holds it — remove the link: it leads round in a loop
     """
     files: list[Path] = []
     problems: list[Problem] = []
@@ -274,6 +277,11 @@ def _walk(root: Path, base: Path) -> tuple[list[Path], list[Problem]]:
                     if _outside(root, target):
                         if os.path.isdir(target) or path.suffix in _PROJECT_SUFFIXES:
                             problems.append(_link_outside(root, path, target))
+                        continue
+                    if Path(real).is_relative_to(target):  # a link to a folder holding it: walked forever
+                        problems.append(Problem(f"{_shown(root, path)} is a symbolic link to {target}, a folder that holds "
+                                                "it", _shown(root, path), code="link-loop",
+                                                hint="remove the link: it leads round in a loop"))
                         continue
                 if entry.is_dir():
                     todo.append(path)

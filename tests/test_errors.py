@@ -216,6 +216,10 @@ def _link_out_of_the_project(project: Path, monkeypatch) -> None:
     (project / "models" / "shared").symlink_to(outside)
 
 
+def _link_loop(project: Path, monkeypatch) -> None:
+    (project / "models" / "all").symlink_to("..")  # the project itself: target/ and macros/ would become models
+
+
 def _unreadable_folder(project: Path, monkeypatch) -> None:
     (project / "models" / "sub").mkdir()
     (project / "models" / "sub" / "c.sql").write_text("select 3 as z\n")
@@ -246,6 +250,8 @@ def _unreadable_file(project: Path, monkeypatch) -> None:
                    "exist — fix the link or remove it"),
     (_link_out_of_the_project, "error: models/shared: [link-outside] models/shared is a symbolic link to {outside}, outside "
                                "the project — mvflow reads only files inside the project"),
+    (_link_loop, "error: models/all: [link-loop] models/all is a symbolic link to {project}, a folder that holds it — "
+                 "remove the link: it leads round in a loop"),
     (_unreadable_folder, "error: models/sub: [unreadable] cannot read the folder models/sub: Permission denied — make it "
                          "readable (chmod a+rx) or move it out of the project's folders: it may hold models"),
     (_unreadable_file, "error: models/b.sql:1: [io] cannot read the file: Permission denied — make it readable (chmod a+r), "
@@ -259,7 +265,7 @@ def test_what_cannot_be_read_in_a_project_folder_is_an_error(make, expected: str
     code, err = _run(project, ["compile"], capsys)
 
     assert code == 2 and "Traceback" not in err
-    assert err.startswith(expected.format(outside=(tmp_path / "elsewhere").resolve())), err
+    assert err.startswith(expected.format(outside=(tmp_path / "elsewhere").resolve(), project=project.resolve())), err
     assert sorted(p.name for p in project.iterdir()) == ["models", "project.yml"]
 
 
