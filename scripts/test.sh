@@ -1,6 +1,30 @@
 #!/usr/bin/env bash
-# Set up (if needed), then run the whole test suite. Extra arguments go to pytest.
+# Set up (if needed), then run the tests. Extra arguments go to pytest.
+#
+#   scripts/test.sh            the fast tier (≤ 15 minutes on 2 cores): every test not marked `slow`
+#   scripts/test.sh --slow     the slow system tier: real kill -9 of CLI processes, a standalone Spark
+#                              cluster, `serve` with three runners, the PostgreSQL metastore, dbt itself
+#   scripts/test.sh --all      both tiers in one pytest run
+#   scripts/test.sh --changed  the fast-tier tests of the modules this branch changes (tests/changed.py)
+#
+# MVFLOW_TEST_BUDGET=<minutes> makes a run that takes longer fail (CI sets it per tier).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-exec .venv/bin/python -m pytest "$@"
+
+tier=(-m "not slow")
+paths=()
+case "${1:-}" in
+  --slow) tier=(-m slow); shift ;;
+  --all) tier=(); shift ;;
+  --changed)
+    shift
+    mapfile -t paths < <(.venv/bin/python -m tests.changed)
+    if [ ${#paths[@]} -eq 0 ]; then
+      echo "test: no change against main touches a test"
+      exit 0
+    fi
+    echo "test: ${paths[*]}"
+    ;;
+esac
+exec .venv/bin/python -m pytest ${tier[@]+"${tier[@]}"} "$@" ${paths[@]+"${paths[@]}"}

@@ -133,6 +133,7 @@ def test_a_remote_target_is_a_spark_connect_address(tmp_path):
             load_project(_project(tmp_path, f"spark: {spark}", "parquet"))
 
 
+@pytest.mark.slow
 def test_a_project_runs_on_a_standalone_cluster_slow(spark_cluster, tmp_path):
     print(f"cluster up in {spark_cluster.started_in:.1f}s")
     started = time.monotonic()
@@ -175,6 +176,7 @@ def connect_server():
     server.stop()
 
 
+@pytest.mark.slow
 def test_a_project_runs_over_spark_connect_slow(connect_server, tmp_path):
     print(f"Spark Connect server up in {connect_server.started_in:.1f}s")
     started = time.monotonic()
@@ -189,6 +191,7 @@ def test_a_project_runs_over_spark_connect_slow(connect_server, tmp_path):
     assert "3 ok, 0 failed" in again and "events_fact" in again, again
 
 
+@pytest.mark.slow
 def test_what_cannot_work_over_spark_connect_is_one_clear_error(connect_server, tmp_path):
     project = _project(tmp_path, f"spark: {{remote: '{connect_server.url}'}}", "delta")
     done = _mvflow(project, "run", ok=False)
@@ -221,6 +224,7 @@ def test_a_server_that_drops_parameter_markers_is_named(monkeypatch):
         spark_connect._binds_parameters(Server(), "sc://h:1")
 
 
+@pytest.mark.slow
 def test_ctrl_c_interrupts_the_servers_job_over_spark_connect_slow(connect_server, tmp_path):
     project = _project(tmp_path, f"spark: {{remote: '{connect_server.url}'}}", "parquet")
     (project / "models" / "slow.sql").write_text(  # one task that would sleep 120 s on the server

@@ -13,6 +13,8 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
+
 from compiler.lock import ClaimHeld
 from compiler.project import load_project
 from compiler.state import open_state_store
@@ -52,6 +54,7 @@ def test_claims_refuse_a_live_holder_and_take_over_a_dead_or_expired_one(tmp_pat
     assert store.renew_claim(mine, 60, later) is None, "the old holder cannot renew what was taken over"
 
 
+@pytest.mark.slow
 def test_a_second_run_is_refused_by_name_and_a_killed_holder_is_taken_over_slow(tmp_path):
     project = _project(tmp_path)
     first = Background(project, "run")

@@ -138,6 +138,7 @@ def comparable(relation: dict) -> tuple[list[str], list[tuple]]:
     return [relation["columns"][i] for i in order], rows
 
 
+@pytest.mark.slow
 def test_a_dbt_project_gives_dbts_tables_and_verdicts(spark, tmp_path, dbt_side, capsys):
     project = tmp_path / "project"
     shutil.copytree(FIXTURE, project)

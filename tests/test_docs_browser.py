@@ -22,6 +22,8 @@ from click.testing import CliRunner
 
 from compiler.cli import cli
 
+pytestmark = pytest.mark.slow  # a real browser (installed by the set-up when missing)
+
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 EVIL = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'

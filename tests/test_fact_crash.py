@@ -161,6 +161,7 @@ def _crash(project: Path, kill_at: str, setup: bool = False) -> None:
     assert worker.proc.returncode == -signal.SIGKILL
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["parquet", "delta"])
 def test_killed_steps_are_redone_without_duplicates_or_losses_slow(make_project, fmt):
     from compiler.project import load_project

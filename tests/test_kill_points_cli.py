@@ -49,6 +49,7 @@ def _line(output: str, model: str) -> str:
     return next(line for line in output.splitlines() if f" {model} " in line and ("OK" in line or "ERROR" in line))
 
 
+@pytest.mark.slow
 def test_mv_killed_after_next_written_with_changes_before_the_redo_slow(demo):
     _mvflow(demo, "demo", "change", "--seed", "101")
     killed = _mvflow(demo, "run", "--select", "offers_wide", kill_at="mv:next-written")
@@ -66,6 +67,7 @@ def test_mv_killed_after_next_written_with_changes_before_the_redo_slow(demo):
     assert "FAIL" not in verified and "offers_wide" in verified, verified
 
 
+@pytest.mark.slow
 def test_fact_killed_after_its_write_is_redone_without_duplicates_slow(demo):
     _mvflow(demo, "demo", "change", "--seed", "103")
     killed = _mvflow(demo, "run", "--select", "+orders_enriched", kill_at="fact:written")

@@ -245,6 +245,7 @@ def _mvflow(root: Path, *args: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root)
 
 
+@pytest.mark.slow
 def test_the_terminal_shows_mvflow_lines_only(make_project):
     root = make_project(TERMINAL_PROJECT)
     out, err = _mvflow(root, "run", "--select", "broken_col no_table").communicate(timeout=300)
@@ -262,6 +263,7 @@ def test_the_terminal_shows_mvflow_lines_only(make_project):
     assert (root / ".mvflow" / "t" / "spark.log").is_file()
 
 
+@pytest.mark.slow
 def test_ctrl_c_twice_exits_at_once(make_project):
     root = make_project(TERMINAL_PROJECT)
     process = _mvflow(root, "run", "--select", "slow")
@@ -275,6 +277,7 @@ def test_ctrl_c_twice_exits_at_once(make_project):
     assert "Traceback" not in out + err
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_run_cleanly_with_exit_130(make_project):
     root = make_project(TERMINAL_PROJECT)
     process = _mvflow(root, "run", "--select", "slow")

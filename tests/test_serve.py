@@ -117,6 +117,7 @@ def demo(tmp_path_factory) -> Path:
     return project
 
 
+@pytest.mark.slow
 def test_one_runner_builds_refreshes_and_stops_on_sigterm_slow(demo, tmp_path):
     first = mvflow(demo, "serve", "--interval", "1", "--ttl", "10", "--turns", "1").stdout
     assert "is now the coordinator (token 1)" in first and "runner" in first and " stopped" in first, first

@@ -244,6 +244,7 @@ SELECT id FROM range(0, 600, 1, 1) WHERE reflect('java.lang.Thread', 'sleep', CA
 """
 
 
+@pytest.mark.slow
 def test_processes_of_two_projects_share_one_catalog_at_the_same_time_slow(postgres_dsn, tmp_path):
     dsn = _database(postgres_dsn, "catalog")
     target = ("default_target: shared\ntargets:\n  shared:\n"
