@@ -53,17 +53,17 @@ def imports(source: str, module: str) -> bool:
     return any(re.search(pattern, source) for pattern in patterns)
 
 
-def tests_for(changed: list[str], test_files: dict[str, str]) -> list[str]:
+def select_tests(changed: list[str], test_files: dict[str, str]) -> list[str]:
     """The test paths to run for ``changed`` paths (relative to the repository), given every test
     file's source by path. ``EVERYTHING`` when a change reaches every test or maps to none.
 
     >>> tests = {"tests/test_state.py": "from compiler.state import open_state_store",
     ...          "tests/test_mv.py": "from mv_world import World", "tests/mv_world.py": ""}
-    >>> tests_for(["compiler/state.py", "tests/mv_world.py"], tests)
+    >>> select_tests(["compiler/state.py", "tests/mv_world.py"], tests)
     ['compiler/state.py', 'tests/test_mv.py', 'tests/test_state.py']
-    >>> tests_for(["docs/kinds.md"], tests)
+    >>> select_tests(["docs/kinds.md"], tests)
     []
-    >>> tests_for(["tests/conftest.py"], tests)
+    >>> select_tests(["tests/conftest.py"], tests)
     ['tests', 'compiler']
     """
     selected: set[str] = set()
@@ -114,7 +114,7 @@ def changed_files(root: Path = ROOT) -> list[str]:
 
 def main() -> None:
     test_files = {str(path.relative_to(ROOT)): path.read_text() for path in sorted((ROOT / "tests").glob("*.py"))}
-    existing = [path for path in tests_for(changed_files(), test_files) if (ROOT / path).exists()]
+    existing = [path for path in select_tests(changed_files(), test_files) if (ROOT / path).exists()]
     print("\n".join(existing))
 
 
