@@ -13,6 +13,16 @@ import pytest
 from compiler.project import DEFAULT_SPARK_CONF, SparkSettings, StateSettings, Target
 
 ROOT = Path(__file__).resolve().parent.parent
+# Runtime settings for tables of a few rows (measured on a Delta MV's build, refresh and verify,
+# bench-free: ~30% less wall than Spark's defaults). Adaptive execution only adds jobs there (each
+# shuffle stage its own: 29 jobs a batch against 23); generating and JIT-compiling code for every
+# new query costs more than interpreting a few rows (the JVM's CPU went to its compilers).
+TINY_DATA = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
 
 
 def pytest_sessionstart(session) -> None:
@@ -50,11 +60,7 @@ def spark_target(tmp_path_factory) -> Target:
             # Delta rebuilds a snapshot with 50 tasks by default: 2 halve a Delta write here (bench/results/delta_writes.md)
             # ~700 tests share one driver JVM (the executors too, in local mode): Spark's 1g default
             # ran out building a broadcast 40 minutes into a CI run
-            conf={**DEFAULT_SPARK_CONF, "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
-                  "spark.driver.memory": "3g",
-                  # on tables of a few rows adaptive execution only adds jobs (each shuffle stage its
-                  # own): a Delta MV batch ran 29 jobs with it, 23 without, and took ~25% longer
-                  "spark.sql.adaptive.enabled": "false"},
+            conf={**DEFAULT_SPARK_CONF, "spark.default.parallelism": "2", "spark.driver.memory": "3g", **TINY_DATA},
         ),
         state=StateSettings(path=base / "state.sqlite"),
     )
@@ -67,6 +73,17 @@ def spark(spark_target):
     session = spark_session(spark_target, delta=True)  # both table formats in one session
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _tiny_data_settings():
+    """An in-process ``mvflow`` command applies its target's settings to the shared session
+    (``getOrCreate`` does): ``spark.sql.shuffle.partitions: 8`` stayed for every later test."""
+    yield
+    session = sys.modules["pyspark.sql"].SparkSession._instantiatedSession if "pyspark.sql" in sys.modules else None
+    if session is not None:
+        for key, value in TINY_DATA.items():
+            session.conf.set(key, value)
 
 
 def write_project(root: Path, files: dict[str, str]) -> Path:

@@ -7,6 +7,9 @@ recomputation of its SELECT and the fact has every row once.
 In-process: the hook raises ``Crash`` (a BaseException no runner catches), so the batch stops
 exactly at the phase. ``test_kill_points_cli.py`` does the same with a real ``kill -9`` of
 ``mvflow run`` and its JVM at a few of these phases.
+
+The fast tier crashes at ``FAST``: per scenario and format, the phases between a write and its
+commit; every other phase is in the slow tier (``scripts/test.sh --slow``), ~6 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -166,14 +169,26 @@ def test_at_least_thirty_distinct_kill_points():
     assert {p for _, p in DELTA_CASES} == MV_DELTA_ONLY | {"mv:published", "mv:compacted", "mv:build-marked",
                                                          "mv:build-published"}
     assert not {p for _, p in DELTA_CASES} & MV_PARQUET_ONLY
+    assert FAST <= set(CASES) | set(DELTA_CASES)
 
 
-@pytest.mark.parametrize("index, case", list(enumerate(CASES)), ids=[f"{s}-{p}" for s, p in CASES])
+FAST = {("refresh", "mv:next-written"), ("refresh", "mv:delta-written"), ("refresh", "mv:compaction-swapped"),
+        ("build", "mv:build-swapped"), ("fanout", "mv:fanout-guard"), ("chunked", "mv:chunk-recorded"),
+        ("fact", "fact:written"), ("refresh", "mv:merged"), ("build", "mv:build-replaced")}
+
+
+def _params(cases: list[tuple[str, str]]) -> list:
+    """Every case with its index (odd ones get changes before the redo); those not in ``FAST`` slow."""
+    return [pytest.param(index, case, id=f"{case[0]}-{case[1]}", marks=() if case in FAST else pytest.mark.slow)
+            for index, case in enumerate(cases)]
+
+
+@pytest.mark.parametrize("index, case", _params(CASES))
 def test_crash_at_phase_then_redo_and_verify(rig, index, case):
     _crash_redo_verify(rig, index, case)
 
 
-@pytest.mark.parametrize("index, case", list(enumerate(DELTA_CASES)), ids=[f"{s}-{p}" for s, p in DELTA_CASES])
+@pytest.mark.parametrize("index, case", _params(DELTA_CASES))
 def test_delta_crash_at_phase_then_redo_and_verify(delta_rig, index, case):
     _crash_redo_verify(delta_rig, index, case)
 
