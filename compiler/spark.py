@@ -118,9 +118,13 @@ def _options(settings: SparkSettings, verbose: bool) -> dict[str, str]:
         if settings.warehouse_dir is not None:
             options["spark.sql.warehouse.dir"] = Path(settings.warehouse_dir).as_uri()
         options["spark.pyspark.python"] = sys.executable
-    if java_options:
-        options["spark.driver.extraJavaOptions"] = " ".join(java_options)
     options.update((key, str(value)) for key, value in sorted(settings.conf.items()))
+    # the target's own JVM options come after mvflow's (the last -D of a name wins) rather than
+    # replacing them: without the Derby home and log4j file the metastore lands in the working
+    # directory and Spark's log on the terminal
+    user_java = options.get("spark.driver.extraJavaOptions", "")
+    if java_options:
+        options["spark.driver.extraJavaOptions"] = " ".join([*java_options, *([user_java] if user_java else [])])
     return options
 
 

@@ -123,6 +123,16 @@ def test_a_cluster_target_sets_what_executors_need(tmp_path):
     assert "spark.pyspark.python" not in local and not local["spark.sql.warehouse.dir"].startswith("file:")
 
 
+def test_the_targets_jvm_options_are_added_to_mvflows(tmp_path):
+    from compiler.spark import _options
+
+    spark = "spark: {master: 'local[2]', conf: {spark.driver.extraJavaOptions: '-XX:TieredStopAtLevel=1 -Dx=1'}}"
+    java = _options(load_project(_project(tmp_path, spark, "delta")).target().spark, False)["spark.driver.extraJavaOptions"]
+    derby, log4j, *mine = java.split()
+    assert derby.startswith("-Dderby.system.home=") and log4j.startswith("-Dlog4j2.configurationFile=")
+    assert mine == ["-XX:TieredStopAtLevel=1", "-Dx=1"]
+
+
 def test_a_remote_target_is_a_spark_connect_address(tmp_path):
     from compiler.errors import ProjectError
 

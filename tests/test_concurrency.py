@@ -20,10 +20,8 @@ from compiler.project import load_project
 from compiler.state import open_state_store
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
-from background import Background  # noqa: E402
+from processes import Background, mvflow  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-MVFLOW = [sys.executable, "-c", "from compiler.cli import main; main()"]
 
 # the table's one task sleeps 1 s per row: the first run is busy long enough to be caught
 SLOW = """
@@ -33,8 +31,7 @@ SELECT id FROM range(0, 40, 1, 1) WHERE reflect('java.lang.Thread', 'sleep', CAS
 
 
 def _mvflow(project: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([*MVFLOW, *args], cwd=project, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return mvflow(project, *args, ok=False, timeout=timeout)
 
 
 def test_claims_refuse_a_live_holder_and_take_over_a_dead_or_expired_one(tmp_path):

@@ -9,33 +9,23 @@ phase in-process."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-MVFLOW = [sys.executable, "-c", "from compiler.cli import main; main()"]
+sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
+from processes import copy_demo, mvflow  # noqa: E402
 
 
-def _mvflow(project: Path, *args: str, kill_at: str = "") -> subprocess.CompletedProcess:
-    # the demo's default format, whatever the calling environment says: its MV is a Delta table
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MVFLOW_KILL_AT": kill_at, "MVFLOW_TABLE_FORMAT": "delta"}
-    done = subprocess.run([*MVFLOW, *args], cwd=project, capture_output=True, text=True, timeout=900, env=env)
-    if not kill_at:
-        assert done.returncode == 0, f"mvflow {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-    return done
+def _mvflow(project: Path, *args: str, kill_at: str = ""):
+    return mvflow(project, *args, ok=not kill_at, MVFLOW_KILL_AT=kill_at)
 
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory) -> Path:
-    project = tmp_path_factory.mktemp("demo")
-    for name in ("project.yml", "models", "macros", "lineage", "seeds", "data_tests"):
-        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, project / name)
+    project = copy_demo(tmp_path_factory.mktemp("demo"))
     # 200 offers: one shop or category edit touches more than the default 20% of the MV, and the
     # fan-out guard would turn every batch into a full build; keep the key-driven path
     wide = project / "models/marts/offers_wide.sql"

@@ -3,8 +3,6 @@ clock given), then real ``serve`` processes on the demo project."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +16,7 @@ from compiler.serve.coordinator import COORDINATOR, Coordinator
 from compiler.state import FencingError
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
+from processes import MVFLOW, copy_demo, env, mvflow  # noqa: E402
 from test_state import at, dsn_for, store  # noqa: E402,F401 - the backends' fixtures
 
 JOBS = ["customers", "offers_wide", "orders", "shops"]
@@ -82,20 +81,8 @@ def test_a_coordinator_alone_assigns_nothing_to_runners_whose_heartbeat_expired(
 
 # -- real `mvflow serve` processes on the demo project ------------------------------------------
 
-ROOT = Path(__file__).resolve().parent.parent
-MVFLOW = [sys.executable, "-c", "from compiler.cli import main; main()"]
-
-
-def mvflow(project: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MVFLOW_TABLE_FORMAT": "delta"}
-    done = subprocess.run([*MVFLOW, *args], cwd=project, capture_output=True, text=True, timeout=900, env=env)
-    assert done.returncode == 0, f"mvflow {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-    return done
-
-
 def serve(project: Path, log: Path, *args: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MVFLOW_TABLE_FORMAT": "delta"}
-    return subprocess.Popen([*MVFLOW, "serve", *args], cwd=project, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env)
+    return subprocess.Popen([*MVFLOW, "serve", *args], cwd=project, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env())
 
 
 def wait_for(log: Path, text: str, seconds: float = 300) -> str:
@@ -109,9 +96,7 @@ def wait_for(log: Path, text: str, seconds: float = 300) -> str:
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory) -> Path:
-    project = tmp_path_factory.mktemp("serve-demo")
-    for name in ("project.yml", "models", "macros", "lineage", "seeds", "data_tests"):
-        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, project / name)
+    project = copy_demo(tmp_path_factory.mktemp("serve-demo"))
     mvflow(project, "demo", "init", "--scale", "0.02", "--seed", "7")
     mvflow(project, "seed")
     return project

@@ -1,17 +1,19 @@
 """Several ``mvflow serve`` runners on one demo project, as a deployment runs them: the state store
-and the Hive metastore on one PostgreSQL server, Spark a standalone cluster (a master and two
-workers), every runner and every other command its own process. Demo changes keep landing while
-runners are killed with -9 (one mid-batch, then the coordinator) or paused with SIGSTOP; the
-others take over within the TTL, no topic is ever written under two runners' leases at once
-(the fencing tokens in the step log), and ``mvflow verify`` passes at the end.
+and the Hive metastore on one PostgreSQL server, every runner and every other command its own
+process (its own Spark driver). Demo changes keep landing while runners are killed with -9 (one
+mid-batch, then the coordinator) or paused with SIGSTOP; the others take over within the TTL, no
+topic is ever written under two runners' leases at once (the fencing tokens in the step log), and
+``mvflow verify`` passes at the end.
 
-SLOW: a Spark application per command, four at once on 2 cores: 18–23 minutes for both tests
-(2026-11-24). The slow tier runs it (``scripts/test.sh --slow``, as CI does)."""
+The runners' Spark is local (``local[1]``): what is tested is the runners' leases, which a cluster
+manager does not change, and four Spark applications of a driver and an executor each, with the
+cluster's own three JVMs, took 28 minutes on 2 cores. ``test_cluster.py`` runs a project on the
+standalone cluster. SLOW: the slow tier runs it (``scripts/test.sh --slow``, as CI does)."""
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,10 +31,11 @@ from compiler.serve.coordinator import COORDINATOR
 from compiler.serve.runner import JOB_TOPIC
 from compiler.state_postgres import PostgresStateStore
 
+sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
+from processes import MVFLOW, TINY_CONF, copy_demo, env, mvflow  # noqa: E402
+
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
-MVFLOW = [sys.executable, "-c", "from compiler.cli import main; main()"]
 TTL = 15  # seconds: heartbeats, the coordinator's lease and the topics' leases
 MV, FACT = "offers_wide", "orders_enriched"
 JOBS = "+orders_enriched"  # a view, an mv and a fact: one job per runner
@@ -41,42 +44,30 @@ TARGET = """
   shared:
     table_format: delta
     spark:
-      master: {master}
+      master: local[1]
       app_name: mvflow-serve-test
       warehouse_dir: {warehouse}
       log_level: ERROR
-      conf:
-        spark.cores.max: 1            # the cluster's 4 slots: three runners and a `demo change` at once
-        spark.executor.memory: 512m
-        spark.driver.memory: 1g
-        spark.sql.shuffle.partitions: 2
+      conf: {conf}
     state: {{type: postgres, dsn: "{state}"}}
     metastore: {{type: postgres, dsn: "{metastore}"}}
 """
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory, postgres_dsn, spark_cluster) -> Path:
-    root = tmp_path_factory.mktemp("serve-cluster")
-    for name in ("project.yml", "models", "macros", "lineage", "seeds", "data_tests"):
-        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, root / name)
+def project(tmp_path_factory, postgres_dsn) -> Path:
+    root = copy_demo(tmp_path_factory.mktemp("serve-cluster"))
     state_db = f"serve_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(postgres_dsn, autocommit=True) as db:
         db.execute(f"CREATE DATABASE {state_db}")
     base = postgres_dsn.rsplit("/", 1)[0]
     text = (root / "project.yml").read_text().replace("default_target: local", "default_target: shared")
+    conf = json.dumps({**TINY_CONF, "spark.driver.memory": "1g"})
     (root / "project.yml").write_text(text + TARGET.format(
-        master=spark_cluster.master_url, warehouse=root / "warehouse", state=f"{base}/{state_db}", metastore=f"{base}/{state_db}_hive"))
+        conf=conf, warehouse=root / "warehouse", state=f"{base}/{state_db}", metastore=f"{base}/{state_db}_hive"))
     mvflow(root, "demo", "init", "--scale", "0.02", "--seed", "7")
     mvflow(root, "run", "--select", JOBS)
     return root
-
-
-def mvflow(project: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([*MVFLOW, *args], cwd=project, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **env})
-    assert done.returncode == 0, f"mvflow {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-    return done
 
 
 class Runners:
@@ -87,11 +78,10 @@ class Runners:
         self.procs: dict[str, subprocess.Popen] = {}  # holder id → process
         self.store = store_of(project)
 
-    def start(self, name: str, **env: str) -> subprocess.Popen:
+    def start(self, name: str, **extra: str) -> subprocess.Popen:
         log = (self.logs / f"{name}.log").open("w")
         proc = subprocess.Popen([*MVFLOW, "serve", "--select", JOBS, "--interval", "5", "--ttl", str(TTL)], cwd=self.project,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env(**extra))
         proc.name = name  # type: ignore[attr-defined]
         return proc
 

@@ -30,10 +30,8 @@ from compiler.project import MetastoreSettings, load_project
 from compiler.state import open_state_store
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
-from background import Background  # noqa: E402
+from processes import MVFLOW, Background, env, mvflow  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-MVFLOW = [sys.executable, "-c", "from compiler.cli import main; main()"]
 
 
 def _database(dsn: str, name: str) -> str:
@@ -275,7 +273,7 @@ def test_processes_of_two_projects_share_one_catalog_at_the_same_time_slow(postg
         slow.wait_for("START table")  # a live session on the catalog, writing
         assert open_state_store(load_project(shop).target().state).claims() == [], "no target claim"
         both = [subprocess.Popen([*MVFLOW, *args], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
+                                 env=env())
                 for root, args in ((shop, ("run", "--select", "evens")), (mart, ("run",)))]
         (same_out, same_err), (other_out, other_err) = (p.communicate(timeout=300) for p in both)
         assert slow.proc.poll() is None, "the slow run was still on the catalog throughout"
@@ -299,7 +297,6 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 
 
 def _mvflow(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([*MVFLOW, *args], cwd=project, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return mvflow(project, *args, ok=False, timeout=timeout)
 
 
