@@ -89,7 +89,45 @@ def spark_session(target: Target, verbose: bool | None = None, delta: bool | Non
         builder = builder.config(key, value)
     session = builder.enableHiveSupport().getOrCreate()
     session.sparkContext.setLogLevel(target.spark.log_level)
+    if target.metastore.type != "postgres":
+        check_metastore_home(session, target.spark)
     return session
+
+
+def check_metastore_home(session: "SparkSession", settings: SparkSettings) -> None:
+    """Refuse a project-local metastore whose tables live in another warehouse than the session's.
+
+    The embedded Derby metastore keeps absolute locations: a project copied with its ``.mvflow/``
+    (``cp -r``) would write new versions into the original project's tables. Its ``default``
+    database lies in the warehouse it was created with, so one metastore call tells."""
+    home = session.catalog.getDatabase("default").locationUri
+    warehouse = session.conf.get("spark.sql.warehouse.dir")
+    if same_place(home, warehouse):
+        return
+    where = Path(settings.metastore_dir) / "metastore_db" if settings.metastore_dir is not None else "the metastore"
+    raise RunError(Problem(
+        f"the metastore {where} keeps its tables in {home}, not in this target's warehouse {warehouse}: it was "
+        "copied with another project, or the warehouse moved, and a run would write into those tables",
+        "project.yml", code="foreign-metastore",
+        hint="in a copy of a project, delete the copy's .mvflow/<target>/ folder (metastore, warehouse, state: mvflow "
+             "makes them anew) or copy without .mvflow/; if the warehouse moved, set warehouse_dir back to it"))
+
+
+def same_place(one: str, other: str) -> bool:
+    """Whether two warehouse locations (a path or a URI) name one folder.
+
+    >>> same_place("file:/tmp/w", "/tmp/w/"), same_place("file:/tmp/w", "/tmp/v"), same_place("s3a://b/w", "s3a://b/w/")
+    (True, False, True)
+    """
+    from urllib.parse import urlparse
+
+    def place(location: str) -> str:
+        url = urlparse(location)
+        if url.scheme in ("", "file"):
+            return os.path.realpath(url.path)
+        return location.rstrip("/")
+
+    return place(one) == place(other)
 
 
 def spark_log(settings: SparkSettings) -> Path | None:
@@ -192,8 +230,9 @@ class LazySession:
     state store and the files (``compiler.watch``) never pays Spark's start-up.
 
     ``then(session)`` runs once when the session has started, before anyone gets it (the run's
-    check of the sources' schemas, ``compiler.drift``). If it raises a user error, that error is
-    kept as ``failure`` and raised to every caller: the run stops (``run_models``)."""
+    check of the sources' schemas, ``compiler.drift``). If the start or ``then`` raises a user
+    error, that error is kept as ``failure`` and raised to every caller: the run stops
+    (``run_models``)."""
 
     def __init__(self, start: Callable[[], "SparkSession"], then: Callable[["SparkSession"], None] | None = None):
         self._start, self._then, self._session, self._lock = start, then, None, threading.Lock()
@@ -208,8 +247,8 @@ class LazySession:
             if self.failure is not None:
                 raise self.failure
             if self._session is None:
-                session = self._start()
                 try:
+                    session = self._start()
                     if self._then is not None:
                         self._then(session)
                 except MvflowError as exc:

@@ -289,3 +289,57 @@ def test_ctrl_c_stops_the_run_cleanly_with_exit_130(make_project):
     assert "Ctrl-C: stopping the run, cancelling the Spark jobs of table slow" in out
     assert "interrupted (Ctrl-C): " in out and "interrupted in " in out and "0 ok, 1 failed, 0 skipped" in out
     assert "Traceback" not in out + err
+
+
+# --- a project copied with its .mvflow/ (issue 29, item 6) ----------------------------------------
+
+COPIED_PROJECT = {
+    "project.yml": """
+        name: t_copy
+        default_target: t
+        targets:
+          t:
+            table_format: parquet
+            spark: {master: "local[1]", conf: {spark.sql.shuffle.partitions: 1, spark.driver.memory: 512m}}
+    """,
+    "models/numbers.sql": "{{ config(materialized='table') }}\nselect id from range(3)",
+}
+
+
+@pytest.mark.slow
+def test_a_copy_of_a_project_with_its_metastore_refuses_to_write_into_the_originals_tables(make_project, tmp_path):
+    import shutil
+
+    original = make_project(COPIED_PROJECT)
+    out, err = _mvflow(original, "run").communicate(timeout=300)
+    assert "1 ok, 0 failed" in out, out + err
+    warehouse = original / ".mvflow" / "t" / "warehouse"
+
+    def files() -> dict[str, int]:
+        return {str(p.relative_to(warehouse)): p.stat().st_mtime_ns for p in warehouse.rglob("*")}
+
+    before = files()
+    assert any(name.startswith("numbers") for name in before), before
+    copy = Path(shutil.copytree(original, tmp_path / "copy"))
+    (copy / "models/numbers.sql").write_text("{{ config(materialized='table') }}\nselect id from range(5)")
+
+    run = _mvflow(copy, "run")
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 2, out + err  # the session is refused: the run stops before any model
+    assert (out + err).count("[foreign-metastore] the metastore ") == 1 and f"keeps its tables in file:{original}" in out + err, out + err
+    assert "Traceback" not in out + err
+    assert files() == before, "the original's warehouse is untouched"
+
+
+def test_a_session_that_cannot_start_stops_every_caller_with_its_error():
+    starts: list[int] = []
+
+    def refused():
+        starts.append(1)
+        raise RunError("[foreign-metastore] copied")
+
+    lazy = LazySession(refused)
+    for _ in range(2):
+        with pytest.raises(RunError, match="copied"):
+            lazy.session()
+    assert starts == [1] and not lazy.started and lazy.failure is not None
