@@ -34,6 +34,7 @@ SAMPLES = 5
 TOLERATED = " — not a failure: a joined input changed after their step, and a fact keeps what its step saw"
 _FOUND = "_mvflow_found"
 _COUNTS = ("actual", "duplicate", "missing", "extra", "different")
+_ONLY_DIFFERENT = "NOT missing AND NOT extra AND different"  # a row of comparison_query
 
 
 @dataclass
@@ -157,12 +158,11 @@ def counts_query(expected: str, actual: str, key: tuple[str, ...], columns: list
     keys = [exp.column(k) for k in key]
     twice = exp.select(*keys).from_(actual).group_by(*[k.copy() for k in keys]).having(exp.GT(this=count.copy(), expression=exp.Literal.number(1)))
     compared = comparison_query(expected, actual, key, columns).subquery("c")
-    found = exp.condition("NOT missing AND NOT extra AND different")
     return exp.union(
         branch(actual, actual=count),
         branch(twice.subquery("d"), duplicate=count.copy()),
         branch(compared, missing=exp.func("COUNT_IF", exp.column("missing")), extra=exp.func("COUNT_IF", exp.column("extra")),
-               different=exp.func("COUNT_IF", found)),
+               different=exp.func("COUNT_IF", exp.condition(_ONLY_DIFFERENT))),
         distinct=False)
 
 
@@ -178,7 +178,7 @@ def _count(spark, verdict: Verdict, expected: str, actual: str, key: tuple[str, 
     rows = spark.sql(pretty(comparison_query(expected, actual, key, columns)))
     for what in ("missing", "extra", "different"):
         if getattr(verdict, what):
-            kind = rows.where(what if what != "different" else "NOT missing AND NOT extra AND different")
+            kind = rows.where(what if what != "different" else _ONLY_DIFFERENT)
             verdict.samples[what] = [_key_text(r, key) for r in kind.orderBy(*key).limit(SAMPLES).collect()]
 
 

@@ -15,19 +15,15 @@ import time
 from pathlib import Path
 
 from compiler.phases import _descendants
+from conftest import TINY_DATA
 
 ROOT = Path(__file__).resolve().parent.parent
 MVFLOW = [sys.executable, "-c", "from compiler.cli import main; main()"]
 DEMO_FILES = ("project.yml", "models", "macros", "lineage", "seeds", "data_tests")
-# A command's own settings for a few rows: those of the test session (conftest.TINY_DATA), and a
-# JVM that compiles with C1 only (a command's JVM is cold and short-lived: C2's compiler threads
-# competed with the work for 2 cores; measured 15% less wall on a `demo change`).
-TINY_CONF = {
-    "spark.sql.shuffle.partitions": "2",
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
-}
+# A command's own settings for a few rows: the test session's, and a JVM that compiles with C1 only
+# (a command's JVM is cold and short-lived: C2's compiler threads competed with the work for 2
+# cores; measured 15% less wall on a `demo change`).
+TINY_CONF = {**TINY_DATA, "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
 
 
 def env(**extra: str) -> dict[str, str]:

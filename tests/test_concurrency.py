@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -28,10 +27,6 @@ SLOW = """
 {{ config(materialized='table') }}
 SELECT id FROM range(0, 40, 1, 1) WHERE reflect('java.lang.Thread', 'sleep', CAST(id * 0 + 1000 AS BIGINT)) = 'null'
 """
-
-
-def _mvflow(project: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return mvflow(project, *args, ok=False, timeout=timeout)
 
 
 def test_claims_refuse_a_live_holder_and_take_over_a_dead_or_expired_one(tmp_path):
@@ -58,13 +53,13 @@ def test_a_second_run_is_refused_by_name_and_a_killed_holder_is_taken_over_slow(
     try:
         first.wait_for("START table")  # the claim is held and Spark is writing the table
 
-        second = _mvflow(project, "run", timeout=120)
+        second = mvflow(project, "run", timeout=120, ok=False)
         assert second.returncode == 1, second.stderr
         assert "[lease-held]" in second.stderr and f"pid {first.proc.pid}" in second.stderr, second.stderr
         assert "`mvflow run`" in second.stderr and "Traceback" not in second.stderr
         assert "XSDB6" not in second.stderr and "at org.apache" not in second.stderr
         assert len(second.stderr) < 2000, "one clear error, not pages of traces"
-        status = _mvflow(project, "status")
+        status = mvflow(project, "status", ok=False)
         assert f"target local: in use by `mvflow run` (pid {first.proc.pid}" in status.stdout, status.stdout
         try:
             _run_claimed(project)
@@ -75,9 +70,9 @@ def test_a_second_run_is_refused_by_name_and_a_killed_holder_is_taken_over_slow(
     finally:
         first.kill()
 
-    status = _mvflow(project, "status")
+    status = mvflow(project, "status", ok=False)
     assert "which died; the next command takes over" in status.stdout, status.stdout
-    again = _mvflow(project, "run")
+    again = mvflow(project, "run", ok=False)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "1 ok" in again.stdout
 

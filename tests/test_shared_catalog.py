@@ -33,7 +33,6 @@ sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=im
 from processes import MVFLOW, Background, env, mvflow  # noqa: E402
 
 
-
 def _database(dsn: str, name: str) -> str:
     """The dsn of a fresh database ``name`` on the test server (dropped first when it is there)."""
     with psycopg.connect(dsn, autocommit=True) as admin:
@@ -262,7 +261,7 @@ def test_processes_of_two_projects_share_one_catalog_at_the_same_time_slow(postg
     })
 
     started = time.monotonic()
-    first = _mvflow(shop, "run", "--select", "base")
+    first = mvflow(shop, "run", "--select", "base", ok=False, timeout=300)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "created the Hive 2.3.0 metastore schema in catalog" in first.stderr, first.stderr
     assert "30 rows" in first.stdout
@@ -294,9 +293,5 @@ def _write(root: Path, files: dict[str, str]) -> Path:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
     return root
-
-
-def _mvflow(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return mvflow(project, *args, ok=False, timeout=timeout)
 
 
