@@ -12,18 +12,10 @@ import pytest
 
 from compiler.project import DEFAULT_SPARK_CONF, SparkSettings, StateSettings, Target
 
+sys.path.insert(0, str(Path(__file__).parent))  # helper modules beside the tests (--import-mode=importlib)
+from tiny_spark import TINY_DATA  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
-# Runtime settings for tables of a few rows (measured on a Delta MV's build, refresh and verify,
-# bench-free: ~30% less wall than Spark's defaults). Adaptive execution only adds jobs there (each
-# shuffle stage its own: 29 jobs a batch against 23); generating and JIT-compiling a whole stage's
-# code for every new query costs more than interpreting a few rows (the JVM's CPU went to its
-# compilers). Not spark.sql.codegen.factoryMode=NO_CODEGEN: catalog.listTables fails under it
-# (EXPRESSION_DECODING_FAILED decoding a catalog Table).
-TINY_DATA = {
-    "spark.sql.shuffle.partitions": "2",
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.codegen.wholeStage": "false",
-}
 
 
 def pytest_sessionstart(session) -> None:
@@ -105,7 +97,6 @@ def make_project(tmp_path):
 @pytest.fixture(scope="session")
 def postgres_dsn():
     """A PostgreSQL server for the whole test session (``tests/pg_server.py``)."""
-    sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
     from pg_server import PostgresServer
 
     server = PostgresServer().start()
@@ -117,7 +108,6 @@ def postgres_dsn():
 def spark_cluster():
     """A Spark standalone cluster, a master and two workers on loopback, for the whole test session
     (``tests/spark_cluster.py``): mvflow runs on it in subprocesses (the ``spark`` fixture is process-wide)."""
-    sys.path.insert(0, str(Path(__file__).parent))
     from spark_cluster import SparkCluster
 
     cluster = SparkCluster(cores=2, memory="2g").start()  # 4 executor slots: test_serve_cluster's runners at once

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from compiler.phases import _descendants
-from conftest import TINY_DATA
+from tiny_spark import TINY_DATA
 
 ROOT = Path(__file__).resolve().parent.parent
 MVFLOW = [sys.executable, "-c", "from compiler.cli import main; main()"]
