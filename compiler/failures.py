@@ -87,6 +87,10 @@ def problem(exc: BaseException, where: Running) -> Problem:
     """The failure as a Problem pointing into the model's file."""
     condition = _condition(exc)
     params = _parameters(exc)
+    if condition == "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE":
+        found = _bad_source_keys(where)
+        if found is not None:
+            return found
     if condition == "TABLE_OR_VIEW_NOT_FOUND":
         name = _unquote(params.get("relationName", ""))
         code, message, hint = "table-not-found", f"table {name} does not exist", _missing_table_hint(name, where)
@@ -106,6 +110,19 @@ def problem(exc: BaseException, where: Running) -> Problem:
     if hint:
         return Problem(message, where.model.path, line or 1, hint=f"{hint} {ran}", code=code)
     return Problem(f"{message} {ran}", where.model.path, line or 1, code=code)
+
+
+def _bad_source_keys(where: Running) -> Problem | None:
+    """Two rows for one MV key reached a MERGE: the sources whose rows break their declared keys,
+    at the first one's declaration (``compiler.source_keys``); None when no source explains it."""
+    from .source_keys import HINT, find_bad_keys, sources_read
+
+    bad = find_bad_keys(where.spark, sources_read(where.manifest, where.model)) if where.spark is not None else []
+    if not bad:
+        return None
+    rest = "".join(f"; {b.format()}" for b in bad[1:])
+    return Problem(f"{where.model.name} was not written: {bad[0].problem().message}{rest} (ran {run_file(where)})",
+                   bad[0].source.path, bad[0].source.line, hint=HINT, code="bad-source-keys")
 
 
 def run_file(where: Running) -> str:

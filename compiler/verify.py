@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from .parse import pretty
+from .source_keys import find_bad_keys, sources_read
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -53,6 +54,7 @@ class Verdict:
     samples: dict[str, list[str]] = field(default_factory=dict)
     skipped: str = ""
     tolerate_different: bool = False
+    source_keys: list[str] = field(default_factory=list)  # why, when a source's rows break its keys
 
     @property
     def ok(self) -> bool:
@@ -76,6 +78,7 @@ class Verdict:
             if count:
                 why = TOLERATED if what == "different" and self.tolerate_different else ""
                 lines.append(f"      {what}: {count:,} (keys {', '.join(self.samples.get(what, []))}){why}")
+        lines += [f"      {line}" for line in self.source_keys]
         return "\n".join(lines)
 
 
@@ -135,6 +138,8 @@ def verify_model(spark: "SparkSession", manifest: "Manifest", model: "Model", st
     try:
         verdict.expected = recomputed.count()
         _count(spark, verdict, expected_name, actual_name, key, columns)
+        if not verdict.ok:  # a source whose rows break its keys explains it: say which (a job, only then)
+            verdict.source_keys = [bad.format() for bad in find_bad_keys(spark, sources_read(manifest, model))]
     finally:
         spark.catalog.dropTempView(expected_name)
         spark.catalog.dropTempView(actual_name)
@@ -183,7 +188,13 @@ def _count(spark, verdict: Verdict, expected: str, actual: str, key: tuple[str, 
 
 
 def _key_text(row, key: tuple[str, ...]) -> str:
-    return "(" + ", ".join(repr(row[k]) for k in key) + ")" if len(key) > 1 else repr(row[key[0]])
+    """A key as verify prints it.
+
+    >>> _key_text({"a": 1, "b": None}, ("a", "b")), _key_text({"a": "x"}, ("a",))
+    ('(1, NULL)', "'x'")
+    """
+    shown = ["NULL" if row[k] is None else repr(row[k]) for k in key]
+    return "(" + ", ".join(shown) + ")" if len(key) > 1 else shown[0]
 
 
 def verify(spark: "SparkSession", manifest: "Manifest", names: list[str], store: "StateStore | None" = None) -> list[Verdict]:
