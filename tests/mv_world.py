@@ -15,6 +15,7 @@ from compiler.kinds.mv.refresh import refresh_mv
 from compiler.project import StateSettings, load_project
 from compiler.state import open_state_store
 from compiler.verify import verify_model
+from tiny_spark import rows_frame
 
 _counter = itertools.count(1)
 _SOFT_DELETED = ("offers", "shops", "offer_notes", "offer_tags", "shop_staff")
@@ -253,7 +254,10 @@ class World:
         """Write the changed tables, at once: a few rows' write is mostly fixed latency (planning,
         the metastore), which threads overlap (the seed's 12 tables: a quarter less wall)."""
         def write(table: str) -> None:
-            frame = self.spark.createDataFrame(list(self.rows[table].values()), SCHEMAS[table])
+            # a pool thread's JVM side has no active session: without it, a frame of spark.sql is
+            # written as a REPLACE TABLE that the session catalog refuses for parquet
+            self.spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(self.spark._jsparkSession)
+            frame = rows_frame(self.spark, list(self.rows[table].values()), SCHEMAS[table])
             frame.write.mode("overwrite").format("parquet").saveAsTable(f"{self.db}.{table}")
 
         with ThreadPoolExecutor(max_workers=4) as pool:

@@ -23,6 +23,7 @@ from compiler.table_format import delta_version, table_details
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
 from mv_world import KEYS, SCHEMAS, World, seed  # noqa: E402
+from tiny_spark import rows_frame  # noqa: E402
 
 # offers: position on Delta; warehouses and prices: the Change Data Feed (hard deletes);
 # regions and categories: Delta dictionaries (time travel); shops and settings stay parquet.
@@ -57,7 +58,7 @@ class DeltaWorld(World):
             if table not in DELTA_TABLES:
                 continue
             name = f"{self.db}.{table}"
-            frame = self.spark.createDataFrame(list(self.rows[table].values()), SCHEMAS[table])
+            frame = rows_frame(self.spark, list(self.rows[table].values()), SCHEMAS[table])
             if not self.spark.catalog.tableExists(name):
                 properties = ", ".join(["'delta.enableDeletionVectors' = 'true'",
                                         *(["'delta.enableChangeDataFeed' = 'true'"] if self.cdf else [])])
