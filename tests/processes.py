@@ -22,8 +22,10 @@ MVFLOW = [sys.executable, "-c", "from compiler.cli import main; main()"]
 DEMO_FILES = ("project.yml", "models", "macros", "lineage", "seeds", "data_tests")
 # A command's own settings for a few rows: the test session's, and a JVM that compiles with C1 only
 # (a command's JVM is cold and short-lived: C2's compiler threads competed with the work for 2
-# cores; measured 15% less wall on a `demo change`).
-TINY_CONF = {**TINY_DATA, "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
+# cores; measured 15% less wall on a `demo change`). C1 alone gets a 48 MB code cache, which a
+# `demo change` filled ("CodeCache is full. Compiler has been disabled"; that command then failed, in
+# one of two runs of the test): the tiered default's 240 MB.
+TINY_CONF = {**TINY_DATA, "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"}
 
 
 def env(**extra: str) -> dict[str, str]:
