@@ -121,7 +121,7 @@ def _bad_source_keys(where: Running) -> Problem | None:
     if not bad:
         return None
     rest = "".join(f"; {b.format()}" for b in bad[1:])
-    return Problem(f"{where.model.name} was not written: {bad[0].problem().message}{rest} (ran {run_file(where)})",
+    return Problem(f"{where.model.name} was not written: {bad[0].words()}{rest} (ran {run_file(where)})",
                    bad[0].source.path, bad[0].source.line, hint=HINT, code="bad-source-keys")
 
 

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from .errors import Problem
 from .parse import pretty
 
 if TYPE_CHECKING:
@@ -48,10 +47,10 @@ class BadKeys:
         return (f"source {self.source.id} ({self.source.path}:{self.source.line}): "
                 f"{self.what} [{', '.join(self.key)}] holds {values}")
 
-    def problem(self) -> Problem:
+    def words(self) -> str:
+        """What is wrong, for an error that points at the declaration itself."""
         values = ", ".join(value for value, _ in self.samples)
-        return Problem(f"source {self.source.id}: {self.what} [{', '.join(self.key)}] is not unique or is NULL "
-                       f"(values {values})", self.source.path, self.source.line, hint=HINT, code="bad-source-keys")
+        return f"source {self.source.id}: {self.what} [{', '.join(self.key)}] is not unique or is NULL (values {values})"
 
 
 def sources_read(manifest: "Manifest", model: "Model") -> list["Source"]:
