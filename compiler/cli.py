@@ -207,6 +207,7 @@ def _run(manifest, selected, settings, store, threads, **flags) -> None:
     from .artifacts import write_artifacts
     from .drift import check_sources
     from .paths import target_file
+    from .progress import Progress
     from .run import EXIT_INTERRUPTED, RunOptions, run_hooks, run_models
     from .spark import LazySession, spark_session
 
@@ -215,13 +216,14 @@ def _run(manifest, selected, settings, store, threads, **flags) -> None:
     models = {m for n in selected for m in ([n] if n in manifest.models else manifest.tests[n].depends_on)}
     delta = any(manifest.models[name].table_format == "delta" for name in models)
     spark = LazySession(lambda: spark_session(settings, delta=delta or None), then=lambda session: check_sources(session, manifest, selected))
-    options = RunOptions(store, **flags,
-                         phase=phases.from_env(),  # MVFLOW_KILL_AT: the kill-point tests' hook, a no-op otherwise
-                         echo=click.echo)
-    hooks = run_hooks(spark, manifest, "on-run-start", click.echo)
-    report = run_models(spark, manifest, selected, threads=threads, echo=click.echo, options=options) if hooks.ok else hooks
-    if hooks.ok:
-        report.results += run_hooks(spark, manifest, "on-run-end", click.echo).results
+    with Progress(click.echo, spark) as progress:
+        options = RunOptions(store, **flags,
+                             phase=phases.from_env(),  # MVFLOW_KILL_AT: the kill-point tests' hook, a no-op otherwise
+                             echo=progress.echo, progress=progress)
+        hooks = run_hooks(spark, manifest, "on-run-start", progress.echo)
+        report = run_models(spark, manifest, selected, threads=threads, echo=progress.echo, options=options) if hooks.ok else hooks
+        if hooks.ok:
+            report.results += run_hooks(spark, manifest, "on-run-end", progress.echo).results
     target_file(manifest.project.target_dir, "run_results.json").write_text(report.to_json(manifest.project.name))
     click.echo(f"{'interrupted' if report.interrupted else 'done'} in {time.monotonic() - started:.1f}s: {report.summary()}")
     if report.interrupted:
@@ -372,6 +374,7 @@ def status(obj: _Context, select, exclude, target) -> None:
 def verify(obj: _Context, select, exclude, target) -> None:
     """Compare each MV, fact and numerator with a full recomputation of its SELECT (missing, extra, different rows)."""
     from .lock import target_lock
+    from .progress import Progress
     from .select import select as choose
     from .spark import spark_session
     from .state import open_state_store
@@ -383,7 +386,9 @@ def verify(obj: _Context, select, exclude, target) -> None:
     store = open_state_store(settings.state)
     with target_lock(store, settings):
         delta = any(manifest.models[name].table_format == "delta" for name in names)
-        verdicts = check(spark_session(settings, delta=delta or None), manifest, names, store)
+        spark = spark_session(settings, delta=delta or None)
+        with Progress(click.echo, spark) as progress:
+            verdicts = check(spark, manifest, names, store, progress)
     for verdict in verdicts:
         click.echo(verdict.format())
     if any(not v.ok and not v.skipped for v in verdicts):
@@ -546,13 +551,16 @@ def demo() -> None:
 def demo_init(obj: _Context, scale, seed, target) -> None:
     """(Re)create the demo source tables, deterministic for a seed."""
     from .demo import init
+    from .progress import Progress
     from .lock import target_lock
     from .spark import spark_session
     from .state import open_state_store
 
     settings = obj.project().target(target)
     with target_lock(open_state_store(settings.state), settings):
-        counts = init(spark_session(settings), scale=scale, seed=seed, table_format=settings.table_format)
+        spark = spark_session(settings)
+        with Progress(click.echo, spark) as progress:
+            counts = init(spark, scale=scale, seed=seed, table_format=settings.table_format, progress=progress)
     click.echo("created " + ", ".join(f"{table} ({rows:,} rows)" for table, rows in counts.items()))
 
 
@@ -564,13 +572,16 @@ def demo_init(obj: _Context, scale, seed, target) -> None:
 def demo_change(obj: _Context, fraction, seed, target) -> None:
     """Apply one batch of production-like changes to the demo sources."""
     from .demo import change
+    from .progress import Progress
     from .lock import target_lock
     from .spark import spark_session
     from .state import open_state_store
 
     settings = obj.project().target(target)
     with target_lock(open_state_store(settings.state), settings):
-        counts = change(spark_session(settings), fraction=fraction, seed=seed)
+        spark = spark_session(settings)
+        with Progress(click.echo, spark) as progress:
+            counts = change(spark, fraction=fraction, seed=seed, progress=progress)
     click.echo("changed " + ", ".join(f"{table}: {what}" for table, what in counts.items()))
 
 

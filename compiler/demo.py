@@ -24,16 +24,18 @@ stamps its rows inside the minute starting at 2026-01-01 00:00 + (b - 1) minutes
 from __future__ import annotations
 
 import zlib
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from .errors import Problem, RunError
+from .progress import Task, task_of
 from .table_format import DELTA, DELTA_PROPERTIES, is_delta_table
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from .progress import Progress
     from .sources import Source
 
 DATABASE = "stage"
@@ -135,7 +137,8 @@ def batch_size(rows: int, fraction: float) -> tuple[int, int]:
     return min(rows, max(1, round(fraction * rows))), max(1, round(fraction * rows / 4))
 
 
-def init(spark: "SparkSession", scale: float = 1.0, seed: int = 1, table_format: str = "parquet") -> dict[str, int]:
+def init(spark: "SparkSession", scale: float = 1.0, seed: int = 1, table_format: str = "parquet",
+         progress: "Progress | None" = None) -> dict[str, int]:
     """(Re)create the demo source tables and their change feeds in ``table_format`` (Delta: with
     the Change Data Feed on); return table → row count."""
     n = sizes(scale)
@@ -161,14 +164,15 @@ def init(spark: "SparkSession", scale: float = 1.0, seed: int = 1, table_format:
                               start_us=BASE_US - HISTORY_US, step_us=_step(HISTORY_US, n["orders"]), first_id=1),
         **{feed: spark.createDataFrame([], _feed_schema(feed)) for feed in FEEDS.values()},
     }
-    _in_parallel([lambda t=t, rows=rows: _create(spark, t, rows, table_format) for t, rows in tables.items()])
+    with task_of(progress, "demo init") as task:
+        _in_parallel([lambda t=t, rows=rows: _create(spark, t, rows, table_format) for t, rows in tables.items()], task)
     _write_state(spark, {"seed": seed, "batch": 0, "clock_us": BASE_US, "change_id": change_id,
                          **{table: n[table] + 1 for table in ("regions", "categories", "warehouses", "shops", "offers",
                                                               "orders")}})
     return _row_counts(spark, (*SOURCES, *FEEDS.values()))
 
 
-def change(spark: "SparkSession", fraction: float = 0.01, seed: int = 2) -> dict[str, str]:
+def change(spark: "SparkSession", fraction: float = 0.01, seed: int = 2, progress: "Progress | None" = None) -> dict[str, str]:
     """Apply one batch of changes touching about ``fraction`` of each big table; return table →
     ``"+inserted ~updated -deleted"``. Deterministic for (current state, seed)."""
     _recover(spark)
@@ -184,16 +188,20 @@ def change(spark: "SparkSession", fraction: float = 0.01, seed: int = 2) -> dict
     span = max(BATCH_US, *(delta.size for delta in deltas))
     _write_state(spark, {**batch.next_ids, "seed": state["seed"], "batch": state["batch"] + 1,
                          "clock_us": clock + span, "change_id": change_id})
-    _in_parallel([lambda delta=delta: delta.apply(spark) for delta in deltas])
+    with task_of(progress, "demo change") as task:
+        _in_parallel([lambda delta=delta: delta.apply(spark) for delta in deltas], task)
     return {delta.table: delta.summary() for delta in deltas}
 
 
-def _in_parallel(tasks: list[Callable[[], None]]) -> None:
+def _in_parallel(writes: list[Callable[[], None]], task: Task) -> None:
     """Run independent table writes concurrently: it overlaps Spark's per-job latency (planning,
-    metastore calls), which dominates for small tables."""
+    metastore calls), which dominates for small tables. ``task`` says how many are written."""
     with ThreadPoolExecutor(max_workers=_WRITE_THREADS) as pool:
-        for done in [pool.submit(task) for task in tasks]:
-            done.result()
+        futures = [pool.submit(write) for write in writes]
+        task.passed(f"0/{len(writes)} tables written")
+        for n, future in enumerate(as_completed(futures), 1):
+            future.result()
+            task.passed(f"{n}/{len(writes)} tables written")
 
 
 # --- random values as Spark columns -------------------------------------------------------------

@@ -24,11 +24,13 @@ from .catalog.record import RunCatalog
 from .compile import Manifest, Model
 from .graph import model_id
 from .phases import PhaseHook, no_phase
+from .progress import task_of
 from .state import open_state_store
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from .progress import Progress
     from .state import StateStore
 
 
@@ -101,6 +103,7 @@ class RunOptions:
     lease_ttl: float | None = None  # seconds a lease lives unless renewed (None: each kind's default)
     stopping: Callable[[], bool] = lambda: False  # ``mvflow serve`` is stopping: a fact starts no new step
     rebuild_state: bool = False  # numerator: compact its state (a new rebuild version V) before this generation
+    progress: "Progress | None" = None  # reports the models that run long (the CLI's); None: silent
 
     def for_model(self, model: Model) -> "RunOptions":
         """These options as ``model`` takes them: its ``full_refresh`` config overrides the flag."""
@@ -152,10 +155,11 @@ def run_models(
             if stopping.is_set():
                 return Result(name, model.kind.name, "skipped", message="the run was interrupted")
             where = started[name] = failures.Running(manifest, model, spark)
-            echo(f"{_clock()} | START {model.kind.name:<5} {model.relation if name in manifest.models else name}")
-            with failures.running(where):
+            label = model.relation if name in manifest.models else name
+            echo(f"{_clock()} | START {model.kind.name:<5} {label}")
+            with failures.running(where), task_of(options.progress, label) as task:
                 def run(chosen: RunOptions) -> Result:
-                    return model.kind.runner(chosen)(spark, manifest, model)
+                    return model.kind.runner(replace(chosen, phase=task.hook(chosen.phase)))(spark, manifest, model)
 
                 produces = name in manifest.models and model.kind.produces
                 chosen = options.for_model(model) if produces else options

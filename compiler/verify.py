@@ -23,12 +23,14 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from .parse import pretty
+from .progress import task_of
 from .source_keys import find_bad_keys, sources_read
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from .compile import Manifest, Model
+    from .progress import Progress
     from .state import StateStore
 
 SAMPLES = 5
@@ -197,6 +199,11 @@ def _key_text(row, key: tuple[str, ...]) -> str:
     return "(" + ", ".join(shown) + ")" if len(key) > 1 else shown[0]
 
 
-def verify(spark: "SparkSession", manifest: "Manifest", names: list[str], store: "StateStore | None" = None) -> list[Verdict]:
+def verify(spark: "SparkSession", manifest: "Manifest", names: list[str], store: "StateStore | None" = None,
+           progress: "Progress | None" = None) -> list[Verdict]:
     """Verify the named models that have a verifier (others are listed as skipped)."""
-    return [verify_model(spark, manifest, manifest.models[name], store) for name in names]
+    verdicts = []
+    for name in names:
+        with task_of(progress, f"verify {name}"):
+            verdicts.append(verify_model(spark, manifest, manifest.models[name], store))
+    return verdicts

@@ -27,6 +27,7 @@ import networkx as nx
 
 from .. import phases
 from ..graph import model_id
+from ..progress import Progress
 from ..run import RunOptions, run_models
 from ..spark_connect import cancel_all_jobs
 from ..leases import kept
@@ -91,6 +92,7 @@ class RunnerProcess:
         self.coordinator = Coordinator(self.store, self.me, self.options.ttl)
         self.command = f"mvflow serve ({os.getpid()})"
         self.phase = phases.from_env()  # MVFLOW_KILL_AT: the tests' hook (once per process), a no-op otherwise
+        self.progress = Progress(self.echo, self.spark)  # a step running long says so every 30 s
 
     # -- the process -----------------------------------------------------------------------
     def serve(self) -> None:
@@ -102,7 +104,8 @@ class RunnerProcess:
         control = threading.Thread(target=self._control, name="serve-control", daemon=True)
         control.start()
         try:
-            self._work()
+            with self.progress:
+                self._work()
         finally:
             self.stop.set()
             control.join()
@@ -171,11 +174,11 @@ class RunnerProcess:
             return  # its previous runner is still on it: next turn
         self.doing = job
         self.store.heartbeat(self.me, self.command, started, job)
-        options = RunOptions(self.store, max_steps=self.options.max_steps, echo=self.echo, holder=self.me,
-                             lease_ttl=ttl, stopping=self.stop.is_set, phase=self.phase)
+        options = RunOptions(self.store, max_steps=self.options.max_steps, echo=self.progress.echo, holder=self.me,
+                             lease_ttl=ttl, stopping=self.stop.is_set, phase=self.phase, progress=self.progress)
         try:
             with kept(self.store, lambda: [lease], ttl, self.now):
-                report = run_models(self.spark, self.manifest, [job], echo=self.echo, options=options)
+                report = run_models(self.spark, self.manifest, [job], echo=self.progress.echo, options=options)
         finally:
             self.doing = ""
             self.store.release(lease)
