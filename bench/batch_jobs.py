@@ -14,6 +14,8 @@ import argparse
 import os
 import shutil
 from pathlib import Path
+
+from bench.p4_noop import DEMO_FILES
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -59,7 +61,7 @@ def _project(scale: float) -> Path:
     if WORK.exists():
         shutil.rmtree(WORK)
     WORK.mkdir(parents=True)
-    for name in ("project.yml", "models", "macros", "lineage"):
+    for name in DEMO_FILES:
         (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, WORK / name)
     # a change batch touches shops and categories: keep the key-driven path at this small scale, and
     # count the batch itself (a compaction, when due, adds 7-8 jobs: bench/results/delta_writes.md)

@@ -38,6 +38,10 @@ DEFAULT_SPARK_CONF = {
     # Parquet keeps no min/max statistics for INT96 (Spark's default) timestamps: position
     # ranges on a timestamp could not skip row groups written before the last commit.
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    # Every batch plans the same few dozen statements again, and Spark's cache of their generated
+    # classes (100 by default) evicted them within a batch: ~400 compiled per batch instead of ~126,
+    # 21% more wall (bench/results/codegen_cache.md). Static: a Connect server keeps its own.
+    "spark.sql.codegen.cache.maxEntries": "2000",
 }
 
 
