@@ -101,19 +101,20 @@ class Progress:
         now = time.monotonic() if now is None else now
         with self._lock:
             long = [task for task in self._tasks if now - task.started >= self.quiet]
+            due = bool(long) and (self.live or now - self._last_report >= self.every)
             if not long:
-                return self._clear()
-            if not self.live and now - self._last_report < self.every:
-                return None
+                self._clear()
+            if not due:
+                return
             self._last_report = now
             text = "; ".join(task.words(now) for task in long)
-            spark = spark_activity(self._spark)
-            text = f"{text} | {spark}" if spark else text
+        spark = spark_activity(self._spark)  # a call into the JVM: not under the lock the work's output takes
+        text = f"{text} | {spark}" if spark else text
+        with self._lock:
             if self.live:
                 self._draw(text)
             else:
                 self._echo(f"  ... {text}")
-        return None
 
     def __enter__(self) -> "Progress":
         self._stop.clear()
