@@ -21,6 +21,19 @@ VIEW = "view"  # what table_provider says of a view
 DELTA_PROPERTIES = {"delta.enableDeletionVectors": "true"}
 
 
+def readable_view(relation: str) -> str:
+    """The statement that follows every ``CREATE … VIEW`` mvflow runs. Spark keeps in a view the SQL
+    settings of the session that created it (``view.sqlConfig.*``) and applies them to every read;
+    one is the session catalog, which a session with Delta Lake sets to Delta's: a Spark without
+    Delta's jars (a notebook, a Thrift server, dbt) could read no view mvflow made, a parquet
+    model's included. Without that setting a view is read with the reader's own catalog.
+
+    >>> print(readable_view("marts.offers"))
+    ALTER VIEW marts.offers UNSET TBLPROPERTIES IF EXISTS ('view.sqlConfig.spark.sql.catalog.spark_catalog')
+    """
+    return f"ALTER VIEW {relation} UNSET TBLPROPERTIES IF EXISTS ('view.sqlConfig.spark.sql.catalog.spark_catalog')"
+
+
 def using(table_format: str, properties: dict[str, str] | None = None, cluster_by: tuple[str, ...] = ()) -> str:
     """The ``USING`` clause (clustering, table properties) of a ``CREATE TABLE`` in this format.
 

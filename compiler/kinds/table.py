@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from ..table_format import DELTA, VIEW, describe_table, provider_of, using
+from ..table_format import DELTA, VIEW, describe_table, provider_of, readable_view, using
 from .base import ModelKind, ModelRunner
 from .statements import Statement, execute, script, timed, wrapped
 
@@ -98,9 +98,10 @@ def _parquet_body(model: "Model") -> list[Statement]:
         Statement("switching from the delta layout: drop the Delta table, which a view cannot replace",
                   f"DROP TABLE IF EXISTS {model.relation}", layout=DELTA),
         # A view's text holds no parameter markers: one swap statement per slot, by name.
-        *(Statement(f"swap: point the model's view at the new slot (atomic in the metastore), when building slot {slot}",
-                    f"CREATE OR REPLACE VIEW {model.relation} AS\nSELECT * FROM {slot_table(model.relation, slot)}", slot)
-          for slot in SLOTS),
+        *(statement for slot in SLOTS for statement in (
+            Statement(f"swap: point the model's view at the new slot (atomic in the metastore), when building slot {slot}",
+                      f"CREATE OR REPLACE VIEW {model.relation} AS\nSELECT * FROM {slot_table(model.relation, slot)}", slot),
+            Statement("readable by a Spark without Delta Lake", readable_view(model.relation), slot))),
     ]
 
 

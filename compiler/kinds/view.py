@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from ..table_format import readable_view
 from .base import ModelKind, ModelRunner
 from .statements import Statement, execute, script, timed, wrapped
 
@@ -20,7 +21,8 @@ class ViewKind(ModelKind):
     name: ClassVar[str] = "view"
 
     def statements(self, model: "Model") -> list[Statement]:
-        return wrapped(model, [Statement("replace the view", f"CREATE OR REPLACE VIEW {model.relation} AS\n{model.select_sql}")])
+        return wrapped(model, [Statement("replace the view", f"CREATE OR REPLACE VIEW {model.relation} AS\n{model.select_sql}"),
+                               Statement("readable by a Spark without Delta Lake", readable_view(model.relation))])
 
     def runner(self, options: "RunOptions") -> ModelRunner:
         return run_view

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Iterable
 from sqlglot import exp
 
 from ...parse import pretty
+from ...table_format import readable_view
 from .plan import BATCH, DELETED, SLOTS, MvPlan, mv_plan
 from .queries import (affected_keys_query, aliased_table, change_query, chunk_query, delta_query, diff_ways, diffed,
                       full_query, group_rows, key_query, key_query_methods, lookup_query, merge_statement, mode_words,
@@ -41,6 +42,7 @@ def derive(plan: MvPlan) -> Derived:
     """All derived SQL of an MV, deterministic and pretty (Spark dialect)."""
     q: dict[str, str] = {}
     q["create_schema"] = f"CREATE DATABASE IF NOT EXISTS {plan.relation.split('.')[0]}"
+    q["readable_view"] = readable_view(plan.relation)  # after each view under the model's name
     q["full"] = pretty(full_query(plan))
     q["refresh"] = pretty(refresh_query(plan))
     for input_id, info in plan.inputs.items():

@@ -191,6 +191,7 @@ class ParquetStorage:
         if not state.slot and _is_view(run.spark, run.plan.relation) is False:
             run.sql("drop_table")
         run.sql(f"plain:{slot}")
+        run.sql("readable_view")
         run.phase("mv:build-swapped")
         return MvState(slot, rows, 0, run.definition, unpublished=unpublished)
 
@@ -211,6 +212,7 @@ class ParquetStorage:
         self.run.sql("delta_stats", delta_table=delta)
         if not state.delta_rows:
             self.run.sql(f"view:{state.slot}")
+            self.run.sql("readable_view")
         self.run.phase("mv:delta-written")
         state.delta_rows += affected
 
@@ -228,6 +230,7 @@ class ParquetStorage:
         run.save_state(replace(state, swapping=slot))
         run.phase("mv:compaction-marked")
         run.sql(f"plain:{slot}")
+        run.sql("readable_view")
         run.phase("mv:compaction-swapped")
         state.slot, state.base_rows, state.delta_rows = slot, run.spark.table(base).count(), 0
         run.save_state(state)
@@ -300,6 +303,7 @@ class DeltaStorage:
             if _is_view(run.spark, run.plan.relation) is False:  # a plain Delta MV's table
                 run.sql("drop_table")
             run.sql("reader_view")
+            run.sql("readable_view")
         run.phase("mv:build-replaced")
         version, metrics = delta_commit(run.spark, self.table)  # the rows from the commit's metrics: no count
         rows = int(metrics["numOutputRows"]) if "numOutputRows" in metrics else run.spark.table(self.table).count()

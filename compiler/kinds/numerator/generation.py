@@ -32,7 +32,7 @@ from ...failures import running_statement
 from ...leases import kept
 from ...phases import PhaseHook, no_phase
 from ...state import Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
-from ...table_format import VIEW, describe_table, provider_of
+from ...table_format import VIEW, describe_table, provider_of, readable_view
 from ..statements import bound, timed
 from .decisions import FIRST, Generation, ShardCounts, message, with_counts, without_counts
 from .plan import NumeratorPlan, build_of, input_table, numerator, state_table
@@ -244,6 +244,7 @@ class _Generation:
             if _published_build(self.spark, self.plan.relation) != position.build:
                 running_statement(self.plan.publish)
                 self.spark.sql(self.plan.publish, build=position.build)
+                self.spark.sql(readable_view(self.plan.relation))
             latest = Position.from_list(self.store.get(self.plan.topic).last)
             if latest is None or latest.build == position.build:
                 return

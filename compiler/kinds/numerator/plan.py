@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from ...parse import pretty
-from ...table_format import using
+from ...table_format import readable_view, using
 from ..statements import Statement, hooks
 from .decisions import Settings
 from .version import Scheme
@@ -174,6 +174,7 @@ def generation_script(plan: NumeratorPlan, model: "Model") -> str:
         Statement("check the new state before committing it: one row per key, unique (shard_id, doc_id)", plan.check),
         Statement("after the commit (the fenced copy of next to last): point the view at the committed state "
                   "({build} = its token; again with last's token if a newer commit came meanwhile)", plan.publish),
+        Statement("the view readable by a Spark without Delta Lake", readable_view(model.relation)),
         *(Statement("after hook", h) for h in plan.after),
         Statement("this model's builds: those older than this one, but the published state and its predecessor, "
                   "are dropped (:table)", plan.builds),
