@@ -24,7 +24,7 @@ from .catalog.record import RunCatalog
 from .compile import Manifest, Model
 from .graph import model_id
 from .phases import PhaseHook, no_phase
-from .progress import task_of
+from .progress import Printer, task_of
 from .state import open_state_store
 
 if TYPE_CHECKING:
@@ -86,7 +86,6 @@ EXIT_INTERRUPTED = 130
 _RESOURCE = {"test": "test", "seed": "seed", "hook": "operation"}  # a result's kind → dbt's resource type
 #: statuses that make a run fail and skip what depends on the node
 FAILED = ("error", "fail")
-Printer = Callable[[str], None]
 
 
 @dataclass
