@@ -87,7 +87,7 @@ def spark_session(target: Target, verbose: bool | None = None, delta: bool | Non
     builder = SparkSession.builder
     for key, value in options.items():
         builder = builder.config(key, value)
-    session = builder.enableHiveSupport().getOrCreate()
+    session = builder.getOrCreate()  # Hive's catalog unless the target's conf says otherwise (_options)
     session.sparkContext.setLogLevel(target.spark.log_level)
     if target.metastore.type != "postgres":
         check_metastore_home(session, target.spark)
@@ -137,6 +137,8 @@ def spark_log(settings: SparkSettings) -> Path | None:
 
 def _options(settings: SparkSettings, verbose: bool) -> dict[str, str]:
     """Every ``spark.*`` setting of the session, as the builder and ``spark-submit`` take them."""
+    # Hive's catalog (Derby under metastore_dir, or a shared one): tables outlive the process. A
+    # target's conf may say "in-memory" (definitions gone with the process: the tests' session)
     options = {"spark.master": settings.master, "spark.app.name": settings.app_name,
                "spark.sql.catalogImplementation": "hive"}
     java_options = []

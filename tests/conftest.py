@@ -55,8 +55,13 @@ def spark_target(tmp_path_factory) -> Target:
             # ran out building a broadcast 40 minutes into a CI run
             # Throughput over pauses: the parallel collector has no concurrent marking (G1's took a tenth
             # of the JVM's CPU; 6% less wall on three oracle tests, measured once side by side)
+            # The in-memory catalog, as Spark's and Delta's own test suites use: Hive's (Derby through
+            # DataNucleus, a getTable per table a statement names) took 15% of the JVM's samples and
+            # ~12% of the tier's wall (docs/architecture.md, Tests). Every CLI test's process, the
+            # slow tier and `scripts/demo.sh` run on Hive's catalog.
             conf={**DEFAULT_SPARK_CONF, "spark.default.parallelism": "2", "spark.driver.memory": "3g",
-                  "spark.driver.extraJavaOptions": "-XX:+UseParallelGC", **TINY_DATA},
+                  "spark.driver.extraJavaOptions": "-XX:+UseParallelGC", "spark.sql.catalogImplementation": "in-memory",
+                  **TINY_DATA},
         ),
         state=StateSettings(path=base / "state.sqlite"),
     )
