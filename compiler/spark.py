@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable
 
+from . import jvm_archive
 from .errors import MvflowError, Problem, RunError
 from .project import SparkSettings, Target
 
@@ -163,6 +164,7 @@ def _options(settings: SparkSettings, verbose: bool) -> dict[str, str]:
     # replacing them: without the Derby home and log4j file the metastore lands in the working
     # directory and Spark's log on the terminal
     user_java = options.get("spark.driver.extraJavaOptions", "")
+    java_options += jvm_archive.java_options(user_java)  # faster JVM starts (compiler/jvm_archive.py)
     if java_options:
         options["spark.driver.extraJavaOptions"] = " ".join([*java_options, *([user_java] if user_java else [])])
     return options
