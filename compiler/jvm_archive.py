@@ -106,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     if path.is_file() and not args.force:
         print(f"{path} (already there)")
         return 0
+    print(f"mvflow: making the JVM's class archive for faster Spark starts (once, about a minute): {path}", file=sys.stderr)
     try:
         seconds = make(path)
     except RuntimeError as exc:

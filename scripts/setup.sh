@@ -46,8 +46,5 @@ if ! jars_error=$(.venv/bin/python -m compiler.delta_jars 2>&1 >/dev/null); then
 fi
 # The JVM's class archive of a Spark session (~220 MB, ~40 s once): every later Spark start ~a third
 # faster (compiler/jvm_archive.py). Without it everything works, slower.
-if ! .venv/bin/python -c 'import sys; from compiler.jvm_archive import archive_path; sys.exit(not archive_path().is_file())' 2>/dev/null; then
-  say "making the JVM's class archive for faster Spark starts (once, about a minute)"
-  .venv/bin/python -m compiler.jvm_archive >/dev/null || echo "setup: warning: no JVM class archive (Spark starts slower)" >&2
-fi
+.venv/bin/python -m compiler.jvm_archive >/dev/null || echo "setup: warning: no JVM class archive (Spark starts slower)" >&2
 say "ready: $(.venv/bin/mvflow --version 2>/dev/null || echo mvflow) with $(java -version 2>&1 | head -1)"
