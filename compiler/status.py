@@ -282,11 +282,15 @@ def step_status(step: StepLogRow, batch: bool) -> dict[str, str]:
     >>> row = StepLogRow("orders", datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc), 3, last=None,
     ...                  next=("2025-12-31T21:50:24", 998), max_lag_seconds=90.0)
     >>> step_status(row, batch=False)
-    {'ts': '2026-01-01 12:00:00', 'range': '(start, 2025-12-31 21:50:24, 998]', 'lag': '90s'}
+    {'ts': '2026-01-01 12:00:00', 'range': '(start, 2025-12-31 21:50:24, 998]', 'lag': '90s', 'skipped': '-'}
+    >>> step_status(StepLogRow("orders", row.ts, 3, detail={"late": 2, "null_position": 1}), False)["skipped"]
+    '2 late, 1 NULL position'
     """
     start = "start" if step.last is None else show_position(step.last, batch)
+    skipped = [f"{step.detail[k]:,} {words}" for k, words in (("late", "late"), ("null_position", "NULL position"))
+               if step.detail.get(k)]
     return {"ts": show_time(step.ts), "range": f"({start}, {show_position(step.next, batch)}]",
-            "lag": duration(step.max_lag_seconds)}
+            "lag": duration(step.max_lag_seconds), "skipped": ", ".join(skipped) or NONE}
 
 
 def batch_topics(offsets: Iterable[Offset]) -> set[str]:

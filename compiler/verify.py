@@ -57,6 +57,7 @@ class Verdict:
     skipped: str = ""
     tolerate_different: bool = False
     source_keys: list[str] = field(default_factory=list)  # why, when a source's rows break its keys
+    missing_why: str = ""  # what can explain missing rows (a fact's late rows)
 
     @property
     def ok(self) -> bool:
@@ -79,6 +80,7 @@ class Verdict:
             count = getattr(self, what)
             if count:
                 why = TOLERATED if what == "different" and self.tolerate_different else ""
+                why = f" — {self.missing_why}" if what == "missing" and self.missing_why else why
                 lines.append(f"      {what}: {count:,} (keys {', '.join(self.samples.get(what, []))}){why}")
         lines += [f"      {line}" for line in self.source_keys]
         return "\n".join(lines)
@@ -93,6 +95,7 @@ class Expected:
     args: dict = field(default_factory=dict)
     tolerate_different: bool = False
     skipped: str = ""
+    missing_why: str = ""
 
 
 def comparison_query(expected: str, actual: str, key: tuple[str, ...], columns: list[str]) -> exp.Select:
@@ -127,7 +130,7 @@ def verify_model(spark: "SparkSession", manifest: "Manifest", model: "Model", st
         verdict.skipped = wanted.skipped
         return verdict
     key = verdict.key = wanted.key
-    verdict.tolerate_different = wanted.tolerate_different
+    verdict.tolerate_different, verdict.missing_why = wanted.tolerate_different, wanted.missing_why
     expected_name, actual_name = f"mvflow_verify_{model.name}_expected", f"mvflow_verify_{model.name}_actual"
     expected = spark.sql(wanted.sql, args=wanted.args or None)
     columns = list(expected.columns)

@@ -157,7 +157,8 @@ def test_derived_statements_and_state_are_shown(make_project):
     shown = status.topic_statuses(store.offsets(), now + timedelta(days=2))[0]
     assert topic["shown"] == {**dataclasses.asdict(shown), "run": "2024-05-01 12:00:00"}
     assert (shown.last, shown.age, shown.state) == ("2024-05-01 11:00:00", "2 days", "waiting for raw.orders")
-    assert topic["steps"][0]["shown"] == {"ts": "2024-05-01 12:00:00", "range": "(start, 2024-05-01 11:00:00]", "lag": "90s"}
+    assert topic["steps"][0]["shown"] == {"ts": "2024-05-01 12:00:00", "range": "(start, 2024-05-01 11:00:00]", "lag": "90s",
+                                          "skipped": "-"}
     assert data["state"]["columns"][3] == ["behind source", "behind"] and data["state"]["as_of"] == "2024-05-03 12:00:00"
     assert data["models"]["stg"]["state"] is None
 

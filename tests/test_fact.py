@@ -219,6 +219,40 @@ def test_new_rows_are_added_in_later_runs_without_duplicates(env):
     assert any("step 2" in line for line in env.lines)
 
 
+def test_late_and_null_position_rows_are_counted_said_and_taken_in_by_a_full_refresh(env):
+    """A row arriving at or before the committed position (late) and one with a NULL position are
+    never loaded by a step: the run, the state (status) and the step log say how many."""
+    from compiler.status import step_status
+    from compiler.verify import verify_model
+
+    env.add_events(1, 4)  # maxstep 3: a step of 3 (its source rows counted again: ties at next) and one of 1
+    assert env.run().rows == 4
+    assert [s.detail for s in reversed(env.store.steps("ev"))] == [{"source_rows": 3, "covered": 3},
+                                                                   {"source_rows": 1, "covered": 4}]
+    env.spark.sql(f"INSERT INTO {env.src}.events VALUES (100, 1, 100, TIMESTAMP'{_ts(0)}'), (101, 1, 101, NULL)")
+    env.add_events(5, 1, minutes=10)
+    result = env.run()
+    assert result.rows == 1 and "1 step(s)" in result.message
+    said = (f"{env.src}.events: 1 row arrived late (at or before the committed position, after their step), not loaded:"
+            " mvflow run --full-refresh -s ev takes them in; 1 row with a NULL in (ts, id) never loaded")
+    assert result.message.endswith(said) and f"  ev: {said}" in env.lines
+    assert said in status_lines(env.store.offsets(), env.now)[1]
+    newest = env.store.steps("ev")[0]
+    assert newest.detail == {"source_rows": 1, "covered": 6, "late": 1, "null_position": 1}
+    assert step_status(newest, batch=False)["skipped"] == "1 late, 1 NULL position"
+    missing = sorted(set(env.oracle()) - set(env.fact_rows()))
+    assert [r[0] for r in missing] == [100] and set(env.fact_rows()) <= set(env.oracle())
+    verdict = verify_model(env.spark, env.manifest, env.manifest.models["ev"], env.store)
+    assert not verdict.ok and verdict.format().splitlines()[1].startswith(
+        "      missing: 1 (keys 100) — rows that arrived at or before the committed position after their step (late)")
+    assert said in env.run().message  # nothing moved: the last run's words stand
+    env.add_events(6, 1, minutes=11)
+    result = env.run()  # counted once: the next run's baseline includes it
+    assert result.rows == 1 and "late" not in result.message and "1 row with a NULL in (ts, id)" in result.message
+    result = env.run(full_refresh=True)
+    assert result.rows == 7 and "late" not in result.message and env.fact_rows() == env.oracle()
+
+
 def test_verify_finds_lost_and_duplicated_rows_and_tolerates_changed_inputs(fmt_env):
     from compiler.verify import verify_model
 

@@ -660,10 +660,12 @@
         ["Held by", shown.holder],
         blocked ? ["Blocked by", h("span", { className: "warn" }, t.state)] : null,
       ]),
-      t.steps && t.steps.length ? table(["Time", "Rows", "Range (last, next]", "Lag", "Seconds", "Query"], t.steps.map(function (step) {
+      t.steps && t.steps.length ? table(["Time", "Rows", "Range (last, next]", "Lag", "Source rows not loaded", "Seconds", "Query"], t.steps.map(function (step) {
         return h("tr", null, h("td", null, step.shown.ts), h("td", { className: "num" }, show(step.rows)),
           h("td", null, h("code", null, step.shown.range)),
-          h("td", null, step.shown.lag), h("td", { className: "num" }, show(step.seconds)),
+          h("td", null, step.shown.lag),
+          h("td", { className: step.shown.skipped !== "-" ? "warn" : null, title: "late: at or before the committed position when found; NULL position: never placed in a step" }, step.shown.skipped),
+          h("td", { className: "num" }, show(step.seconds)),
           h("td", null, h("code", null, show(step.query_id))));
       }), "steps") : h("p", { className: "muted" }, "No steps logged."));
   }

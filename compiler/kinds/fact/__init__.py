@@ -96,4 +96,6 @@ class FactKind(ModelKind):
             return Expected("", key, skipped="no committed step yet: run the model first")
         if not set(key) <= set(model.columns or ()):
             return Expected("", key, skipped=f"its output does not hold the key {', '.join(key)} of {plan.source}")
-        return Expected(plan.step, key, bind_range(plan, None, offset.last), tolerate_different=True)
+        late = (f"rows that arrived at or before the committed position after their step (late) are not loaded, and "
+                f"mvflow run says how many; mvflow run --full-refresh -s {plan.topic} takes them in")
+        return Expected(plan.step, key, bind_range(plan, None, offset.last), tolerate_different=True, missing_why=late)

@@ -73,6 +73,8 @@ class FactPlan:
     insert_observed: str  # the same write from the step's rows as a DataFrame, ``{rows}`` (see steps.py)
     next_sql: str  # the first maxstep ready rows after last: how many, the first, the last (= next)
     range_sql: str  # rows, first and newest position in (last, upto): why nothing is ready, how far behind
+    audit_sql: str  # once per run: source rows at or before last, and with a NULL position
+    count_sql: str  # source rows in (last, next]: a redo's, or a step's whose top-N may have cut ties at next
     freshness_sql: str | None  # the newest time of every source in depends_on, one column each
     stats_sql: str | None  # rows and null counts of a written step (None: columns unknown)
     before: tuple[str, ...] = ()
@@ -125,6 +127,8 @@ def fact(manifest: Manifest, model: Model) -> FactPlan:
         insert_observed=f"{write.into}\nSELECT * FROM {{rows}}",
         next_sql=pretty(_next_query(source.id, source.position, types, kind.maxstep)),
         range_sql=pretty(_range_query(source.id, source.position, types)),
+        audit_sql=pretty(_audit_query(source.id, source.position, types)),
+        count_sql=pretty(_count_query(source.id, source.position, types)),
         freshness_sql=freshness_query(depends),
         stats_sql=stats_query(model.relation, model.columns, write.written) if model.columns else None,
         before=_hooks(model.config.get("before")),
@@ -210,6 +214,13 @@ def bounds_script(plan: FactPlan) -> str:
         "",
         "-- when no row is ready: the first row after last at any time (:upto = 9999-12-31), to say what it waits for",
         plan.range_sql + ";",
+        "",
+        "-- once per run: source rows at or before last (more than the steps counted: late rows, not loaded)",
+        "-- and with a NULL in the position (never loaded); said in the run, the state and the step log",
+        plan.audit_sql + ";",
+        "",
+        f"-- the source rows of (last, next] for the step log: a redo's, or a step of {plan.maxstep} rows (ties at next)",
+        plan.count_sql + ";",
     ]
     if plan.freshness_sql:
         labels = ", ".join(d.label() for d in plan.depends_on if d.freshness_sql)
@@ -342,15 +353,20 @@ def _at_most(columns: list[exp.Expression], markers: list[exp.Expression]) -> ex
     return exp.or_(head, exp.and_(columns[0].copy().eq(markers[0].copy()), _at_most(columns[1:], markers[1:])))
 
 
+def _placed(columns: list[exp.Expression]) -> exp.Expression:
+    """A row a step can place: no NULL in its position (the others are counted, never loaded)."""
+    return exp.and_(*[exp.not_(c.copy().is_(exp.null())) for c in columns])
+
+
 def _since_last(columns: list[exp.Expression], position: tuple[str, ...], types) -> exp.Expression:
     last = [_marker(f"last_{c}", t) for c, t in zip(position, types)]
-    return exp.or_(last[0].copy().is_(exp.null()), _after(columns, last))
+    return exp.and_(_placed(columns), exp.paren(exp.or_(last[0].copy().is_(exp.null()), _after(columns, last))))
 
 
 def _in_range(columns: list[exp.Expression], position: tuple[str, ...], types) -> exp.Expression:
     """``(last, next]`` on the main table's position columns; no lower bound while last is NULL."""
     upper = _at_most(columns, [_marker(f"next_{c}", t) for c, t in zip(position, types)])
-    return exp.and_(_since_last(columns, position, types), upper)
+    return exp.and_(_since_last(columns, position, types), exp.paren(upper))
 
 
 def _ready(position: tuple[str, ...], types) -> exp.Expression:
@@ -384,6 +400,29 @@ def _bounds(rows: exp.Select, position: tuple[str, ...], types, bounds: tuple[st
 
 def _range_query(relation: str, position: tuple[str, ...], types) -> exp.Select:
     return _bounds(exp.select().from_(relation).where(_ready(position, types)), position, types, ("lo", "hi"))
+
+
+def _audit_query(relation: str, position: tuple[str, ...], types) -> exp.Select:
+    """One scan of the source per run, for what steps cannot see: rows at or before ``last`` (more
+    of them than the steps counted: late rows, which arrived after their range was loaded) and
+    rows with a NULL in the position (never loaded).
+
+    >>> for count in _audit_query("s.ev", ("id",), (None,)).expressions:
+    ...     print(count.sql(dialect="spark"))
+    COUNT_IF(NOT id IS NULL AND (id <= :last_id)) AS at_or_before_last
+    COUNT_IF(id IS NULL) AS null_position
+    """
+    columns = [exp.column(c) for c in position]
+    last = _at_most(columns, [_marker(f"last_{c}", t) for c, t in zip(position, types)])
+    counts = {"at_or_before_last": exp.and_(_placed(columns), exp.paren(last)),
+              "null_position": exp.or_(*[c.copy().is_(exp.null()) for c in columns])}
+    return exp.select(*[exp.alias_(exp.func("COUNT_IF", c), n) for n, c in counts.items()]).from_(relation)
+
+
+def _count_query(relation: str, position: tuple[str, ...], types) -> exp.Select:
+    columns = [exp.column(c) for c in position]
+    return (exp.select(exp.alias_(exp.func("COUNT", exp.Star()), exp.to_identifier("rows", quoted=True)))
+            .from_(relation).where(_in_range(columns, position, types)))
 
 
 def _next_query(relation: str, position: tuple[str, ...], types, maxstep: int) -> exp.Select:

@@ -114,6 +114,54 @@ def waiting_reason(gate_: Gate, first_pending: datetime | None, delay_seconds: i
     return f"waiting for {gate_.limit}, {behind} behind (caught up to {gate_.upto:%Y-%m-%d %H:%M:%S})"
 
 
+@dataclass
+class Audit:
+    """What steps cannot see of the main source, counted once per run (``FactPlan.audit_sql``)."""
+
+    source: str
+    position: tuple[str, ...]
+    late: int = 0  # rows at or before last beyond those the steps counted: they arrived after their step
+    null_position: int = 0  # rows with a NULL in the position: no step places them
+    covered: int = 0  # source rows at or before last: the next run's baseline, grown by every step
+
+    def words(self, topic: str) -> str:
+        """What the run says of them (empty when nothing was skipped).
+
+        >>> Audit("stage.orders", ("ts", "id"), late=3, null_position=1).words("orders")
+        'stage.orders: 3 rows arrived late (at or before the committed position, after their step), not loaded: mvflow run --full-refresh -s orders takes them in; 1 row with a NULL in (ts, id) never loaded'
+        """
+        said = []
+        if self.late:
+            said.append(f"{_rows(self.late)} arrived late (at or before the committed position, after their step), "
+                        f"not loaded: mvflow run --full-refresh -s {topic} takes them in")
+        if self.null_position:
+            said.append(f"{_rows(self.null_position)} with a NULL in ({', '.join(self.position)}) never loaded")
+        return f"{self.source}: " + "; ".join(said) if said else ""
+
+
+def audit(source: str, position: tuple[str, ...], counts: dict, last, previous: StepLogRow | None) -> Audit:
+    """The run's audit from the source's counts and the newest step log row: late rows are the rows
+    at or before ``last`` beyond the ones that step counted (``covered``); unknown (none said) when
+    that row is not the step that committed ``last`` (a log written before mvflow counted, or lost).
+
+    >>> step = StepLogRow("orders", datetime(2026, 1, 1), 5, next=(7,), detail={"covered": 40})
+    >>> audit("s.o", ("id",), {"at_or_before_last": 43, "null_position": 0}, (7,), step).late
+    3
+    >>> audit("s.o", ("id",), {"at_or_before_last": 43, "null_position": 0}, (9,), step).late
+    0
+    """
+    baseline = previous.detail.get("covered") if previous and tuple(previous.next or ()) == tuple(last or ()) else None
+    if last is None:
+        baseline = 0
+    upto_last = int(counts["at_or_before_last"])
+    late = max(0, upto_last - baseline) if baseline is not None else 0
+    return Audit(source, position, late, int(counts["null_position"]), upto_last)
+
+
+def _rows(count: int) -> str:
+    return f"{count:,} row{'' if count == 1 else 's'}"
+
+
 def fact_runner(store: StateStore | None, options: StepOptions, echo: Callable[[str], None] = print):
     """A ``run_models`` runner for the ``fact`` kind (``store`` None: the target's state store)."""
 
@@ -209,6 +257,7 @@ class _Stepper:
         self.ready_at: datetime | None = None
         self.table_ready = False  # the fact table is known to exist (asked once per run)
         self.source_times: dict[str, Freshness] | None = None  # kept for the run: see plan_next
+        self.audit: Audit | None = None  # asked once per run, before the first step
 
     def run(self) -> None:
         plan, store = self.plan, self.store
@@ -233,6 +282,9 @@ class _Stepper:
                 + " (or set config(table_format='" + (DELTA if stored == DELTA else "parquet") + "') to keep it)",
                 code="fact-format"))
         self.table_ready = stored is not None
+        self.audit = self.audit_source(offset)
+        if self.audit.words(plan.topic):
+            self.echo(f"  {plan.topic}: {self.audit.words(plan.topic)}")
         while self.options.max_steps is None or self.steps < self.options.max_steps:
             if self.options.stopping():
                 self.note(f"stopped after {self.steps} step(s): the runner is stopping")
@@ -249,7 +301,19 @@ class _Stepper:
             self.sql(schema, {})
         self.sql(table, {})
 
+    def audit_source(self, offset: Offset) -> Audit:
+        """Count the source rows steps cannot see (one scan of the source)."""
+        counts = self.spark.sql(self.plan.audit_sql, args=_bind(self.plan.markers("last"), offset.last)).collect()[0]
+        logged = self.store.steps(self.plan.topic, limit=1)
+        return audit(self.plan.source, self.plan.position, counts.asDict(), offset.last, logged[0] if logged else None)
+
+    def source_rows(self, last, next_) -> int:
+        """The main source's rows in (last, next]."""
+        return self.spark.sql(self.plan.count_sql, args=bind_range(self.plan, last, next_)).collect()[0][0]
+
     def note(self, state: str, seen=None) -> None:
+        if self.audit and self.audit.words(self.plan.topic):
+            state = f"{state}; {self.audit.words(self.plan.topic)}"
         self.store.set_state(self.lease, state, self.options.clock(), seen)
         self.result.message = state if not self.steps else f"{self.steps} step(s); {state}"
 
@@ -260,13 +324,13 @@ class _Stepper:
         now = clock()
         last = offset.last
         if offset.in_flight:
-            next_, first, redo = offset.next, None, True
+            next_, first, redo, planned = offset.next, None, True, None
             self.echo(f"  {plan.topic}: redoing the unfinished step ({_show(last)}, {_show(next_)}]")
         else:
             planned = self.plan_next(last, now)
             if planned is None:
                 return False
-            next_, first = planned
+            next_, first, planned = planned
             redo = False
         phase("fact:planned")
         if not redo:
@@ -292,6 +356,7 @@ class _Stepper:
         finally:
             untag()
         rows, nulls = stats
+        detail = self.step_detail(planned if planned is not None else self.source_rows(last, next_))
         self.store.commit(self.lease, next_, rows, "ok", clock())
         phase("fact:committed")
         self.steps += 1
@@ -300,15 +365,27 @@ class _Stepper:
         self.store.log_step(StepLogRow(
             plan.topic, now, rows, last=last, next=next_, min_pos=first, max_pos=next_, max_lag_seconds=lag,
             nulls={k: int(v) for k, v in nulls.items() if v}, query_id=group,
-            seconds=round(time.monotonic() - began, 3), consumer=self.lease.holder, token=self.lease.token))
+            seconds=round(time.monotonic() - began, 3), consumer=self.lease.holder, token=self.lease.token,
+            detail=detail))
         phase("fact:step-logged")
         self.echo(f"  {plan.topic}: step {self.steps}{' (redo)' if redo else ''} ({_show(last)}, {_show(next_)}] "
                   f"{rows:,} rows in {time.monotonic() - began:.1f}s")
         self.result.message = f"{self.steps} step(s)"
         return True
 
+    def step_detail(self, planned: int) -> dict:
+        """The step log's account of the source: rows the step covers, all covered so far, and (on
+        a run's first step) the late and NULL-position rows the run found."""
+        audit_ = self.audit
+        audit_.covered += planned
+        detail = {"source_rows": planned, "covered": audit_.covered}
+        if not self.steps:
+            detail.update({k: v for k, v in (("late", audit_.late), ("null_position", audit_.null_position)) if v})
+        return detail
+
     def plan_next(self, last, now: datetime):
-        """(next, first position) of a new step, or None after recording why nothing is ready."""
+        """(next, first position, source rows or None when unsure) of a new step, or None after
+        recording why nothing is ready."""
         plan = self.plan
         kept = self.source_times is not None
         freshness, gate_, ready = self.bounds(last, now)
@@ -328,7 +405,9 @@ class _Stepper:
             if first is not None or not pending["rows"]:
                 self.settled, self.ready_at = True, ready_at(first, plan.delay_seconds, freshness)
             return None
-        return _position(ready, "hi", plan.position), _position(ready, "lo", plan.position)
+        rows = int(ready["rows"])  # all of (last, next] unless the top-N stopped among rows tied at next
+        return _position(ready, "hi", plan.position), _position(ready, "lo", plan.position), \
+            rows if rows < plan.maxstep else None
 
     def bounds(self, last, now: datetime) -> tuple[list[Freshness], Gate, dict | None]:
         """The dependencies' freshness, the gate, and the first ``maxstep`` ready rows (None: blocked).
