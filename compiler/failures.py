@@ -87,7 +87,7 @@ def problem(exc: BaseException, where: Running) -> Problem:
     """The failure as a Problem pointing into the model's file."""
     condition = _condition(exc)
     params = _parameters(exc)
-    if condition == "DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE":
+    if condition in ("DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE", "MVFLOW_DUPLICATE_KEYS"):
         found = _bad_source_keys(where)
         if found is not None:
             return found

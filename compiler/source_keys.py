@@ -30,6 +30,18 @@ HINT = ("mvflow maps every change to its source's declared keys: fix or remove t
         "or declare the key the rows really have (primary_key / unique in the lineage file)")
 
 
+class DuplicateKeys(Exception):
+    """A batch's recomputed rows hold one MV key more than once: a source's rows break its declared
+    keys (``compiler.failures`` names them). The batch was not written."""
+
+    def __init__(self, model: str, keys: list[str]):
+        super().__init__(f"{model} was not written: its batch held MV keys {', '.join(keys)} more than once "
+                         "(no source's rows break their declared keys: a join may match several rows)")
+
+    def getCondition(self) -> str:  # noqa: N802 - read like a Spark error's (compiler.failures)
+        return "MVFLOW_DUPLICATE_KEYS"
+
+
 @dataclass(frozen=True)
 class BadKeys:
     """A key of one source with values held by several rows or NULL (a sample, with row counts)."""

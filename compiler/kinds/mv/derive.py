@@ -21,6 +21,8 @@ from .queries import (affected_keys_query, aliased_table, change_query, chunk_qu
 if TYPE_CHECKING:
     from ...compile import Manifest, Model
 
+DUPLICATES_SHOWN = 5  # MV keys a batch holds twice, named in the error
+
 
 @dataclass(frozen=True)
 class Derived:
@@ -116,6 +118,11 @@ def _derive_parquet(plan: MvPlan, q: dict[str, str]) -> None:
     one_file = delta_query(plan)
     one_file.set("hint", exp.Hint(expressions=[exp.Anonymous(this="COALESCE", expressions=[exp.Literal.number(1)])]))
     q["write_delta_small"] = f"INSERT OVERWRITE TABLE {delta} PARTITION ({BATCH})\n{pretty(one_file)}"
+    # a batch's rows must hold each MV key once (a Delta MERGE refuses them otherwise): checked before the commit
+    keys = ", ".join(plan.key)
+    q["batch_duplicates"] = (f"SELECT {keys}, COUNT(*) AS rows\nFROM {delta}\nWHERE {BATCH} = :batch\n"
+                             f"GROUP BY {keys}\nHAVING COUNT(*) > 1\nORDER BY {keys}\nLIMIT {DUPLICATES_SHOWN}")
+    q["drop_batch"] = f"ALTER TABLE {delta} DROP IF EXISTS PARTITION ({BATCH} = :batch)"  # bind_literal: a literal only
     q["create_changes"] = _create_changes(plan, base)
     if not plan.grouped:  # no MV may read a GROUP BY MV yet: nothing to publish to
         q["publish"] = _publish(plan)

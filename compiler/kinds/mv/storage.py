@@ -26,6 +26,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ...source_keys import DuplicateKeys
 from ...table_format import DELTA, delta_commit, delta_version
 from .derive import Derived, bind_literal
 from .plan import SLOTS, MvPlan
@@ -209,12 +210,23 @@ class ParquetStorage:
         delta = self._table("delta", state.slot)
         small = 0 < affected <= SMALL_WRITE_KEYS  # a chunk passes 0
         self.run.sql("write_delta_small" if small else "write_delta", delta_table=delta, batch=batch)
+        self._refuse_duplicates(delta, batch)
         self.run.sql("delta_stats", delta_table=delta)
         if not state.delta_rows:
             self.run.sql(f"view:{state.slot}")
             self.run.sql("readable_view")
         self.run.phase("mv:delta-written")
         state.delta_rows += affected
+
+    def _refuse_duplicates(self, delta: str, batch: int) -> None:
+        """Rows sharing an MV key (a source's rows breaking its keys) would leave readers one of them
+        at random: the batch's partition goes and the run fails naming them, as a Delta MERGE does."""
+        run = self.run
+        found = run.sql("batch_duplicates", delta_table=delta, batch=batch).collect()
+        if found:
+            run.spark.sql(bind_literal(run.derived["drop_batch"], "batch", batch), args={"delta_table": delta})
+            keys = [", ".join(str(v) for v in row[:-1]) for row in found]
+            raise DuplicateKeys(run.plan.name, keys)
 
     def compact(self, state: MvState) -> None:
         """Fold the delta into a new base in the idle slot and swap the view (blue/green)."""
