@@ -14,7 +14,7 @@ from ...parse import pretty
 from ...table_format import readable_view
 from .plan import BATCH, DELETED, SLOTS, MvPlan, mv_plan
 from .queries import (affected_keys_query, aliased_table, change_query, chunk_query, delta_query, diff_ways, diffed,
-                      full_query, group_rows, key_query, key_query_methods, lookup_query, merge_statement, mode_words,
+                      full_query, group_rows, identifier_table, key_query, key_query_methods, lookup_query, merge_statement, mode_words,
                       refresh_query, snapshot_query, state_query, stored_grain_keys, stored_query, stored_version_query,
                       version_diff_query, walk_query)
 
@@ -87,7 +87,11 @@ def _derive_delta(plan: MvPlan, q: dict[str, str]) -> None:
     q["build"] = f"CREATE OR REPLACE TABLE {table}\n{using('delta', DELTA_PROPERTIES, plan.cluster_by)}\nAS\n{q['full']}"
     # a changed cluster_by: a metadata-only commit, then "optimize" clusters the files (rows stay)
     q["cluster_by"] = f"ALTER TABLE {table} {cluster_clause(plan.cluster_by)}"
-    q["merge"] = merge_statement(plan)
+    if plan.grouped:  # the batch's rows come in as a DataFrame observed on the way: the groups it adds and removes
+        q["batch_rows"] = pretty(delta_query(plan, batch=False, counted=True))
+        q["count_groups"] = pretty(exp.select(exp.alias_(exp.func("COUNT", exp.Star()), "groups"))
+                                   .from_(aliased_table(table, "t")).where(group_rows(plan, "t")))
+    q["merge"] = merge_statement(plan, "{rows}" if plan.grouped else "")
     # Delta's parser takes a literal only here: the runner binds the version into the text (bind_literal).
     q["restore"] = f"RESTORE TABLE {table} TO VERSION AS OF :version"
     q["optimize"] = f"OPTIMIZE {table}"
@@ -118,6 +122,10 @@ def _derive_parquet(plan: MvPlan, q: dict[str, str]) -> None:
     one_file = delta_query(plan)
     one_file.set("hint", exp.Hint(expressions=[exp.Anonymous(this="COALESCE", expressions=[exp.Literal.number(1)])]))
     q["write_delta_small"] = f"INSERT OVERWRITE TABLE {delta} PARTITION ({BATCH})\n{pretty(one_file)}"
+    if plan.grouped:  # groups counted with the rows of a build or compaction (a batch's delta is not: see MvState)
+        groups = exp.func("COUNT_IF", group_rows(plan, "b"))
+        q["count_base"] = pretty(exp.select(exp.alias_(exp.func("COUNT", exp.Star()), "rows"), exp.alias_(groups, "groups"))
+                                 .from_(identifier_table("base_table", "b")))
     # a batch's rows must hold each MV key once (a Delta MERGE refuses them otherwise): checked before the commit
     keys = ", ".join(plan.key)
     q["batch_duplicates"] = (f"SELECT {keys}, COUNT(*) AS rows\nFROM {delta}\nWHERE {BATCH} = :batch\n"

@@ -49,6 +49,7 @@ SLOTS = ("a", "b")  # blue/green: a build or compaction fills the slot the view 
 BATCH = "mvflow_batch"  # partition column: the Hive metastore filter parser rejects a leading _
 DELETED = "_mvflow_deleted"
 FOUND = "_mvflow_found"
+WAS = "_mvflow_was"  # a GROUP BY MV's batch row: its key was stored before (groups added and removed are counted)
 SIDE = "_mvflow_side"  # which of two versions a row of a content diff comes from
 RANK = "_mvflow_rank"
 

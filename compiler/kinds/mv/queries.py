@@ -10,11 +10,11 @@ from typing import Iterable
 from sqlglot import exp
 
 from ...parse import pretty
-from .plan import (BATCH, DELETED, FOUND, HIDDEN_PREFIX, RANK, SIDE, InputInfo, Link, MvPlan, Part, alias_of, conjuncts,
+from .plan import (BATCH, DELETED, FOUND, HIDDEN_PREFIX, RANK, SIDE, WAS, InputInfo, Link, MvPlan, Part, alias_of, conjuncts,
                    unalias)
 
 
-def _identifier_table(param: str, alias: str) -> exp.Table:
+def identifier_table(param: str, alias: str) -> exp.Table:
     """``IDENTIFIER(:param) AS alias``: a physical table named at run time (blue/green slot)."""
     return exp.Table(this=exp.Anonymous(this="IDENTIFIER", expressions=[exp.Placeholder(this=param)]),
                      alias=exp.TableAlias(this=exp.to_identifier(alias)))
@@ -331,7 +331,7 @@ def chunk_query(plan: MvPlan, part: Part) -> exp.Select:
             .where(hashed.eq(exp.Placeholder(this="chunk"))))
 
 
-def delta_query(plan: MvPlan, batch: bool = True) -> exp.Select:
+def delta_query(plan: MvPlan, batch: bool = True, counted: bool = False) -> exp.Select:
     """One delta row per affected key: the recomputed row, or a tombstone when it is gone (with
     the batch number for parquet's delta partition; a Delta MERGE's source has none).
 
@@ -354,6 +354,9 @@ def delta_query(plan: MvPlan, batch: bool = True) -> exp.Select:
     number = [exp.alias_(exp.cast(exp.Placeholder(this="batch"), "BIGINT"), BATCH)] if batch else []
     on = _and(exp.NullSafeEQ(this=exp.column(k, "a"), expression=exp.column(k, "r")) for k in plan.key)
     keys = _replaced_keys(plan).subquery("a") if grain else aliased_table(plan.view_name("keys"), "a")
+    if counted:  # whether each key was stored: the runner counts the groups a batch adds and removes
+        keys = exp.select("*", exp.alias_(exp.true(), WAS)).from_(keys.this.subquery("k")).subquery("a")
+        number.append(exp.alias_(exp.func("coalesce", exp.column(WAS, "a"), exp.false()), WAS))
     return (exp.select(*columns, deleted, *number).from_(keys)
             .join(aliased_table(plan.view_name("rows"), "r"), on=on, join_type="full outer" if grain else "left"))
 
@@ -385,7 +388,7 @@ def readable_query(plan: MvPlan) -> exp.Query:
     return exp.select(*[exp.column(c, "q") for c in plan.readable]).from_(full_query(plan).subquery("q"))
 
 
-def merge_statement(plan: MvPlan) -> str:
+def merge_statement(plan: MvPlan, source: str = "") -> str:
     """A Delta MV's batch: one MERGE of the recomputed rows and tombstones of the affected keys
     (columns listed, so the tombstone flag is not written).
 
@@ -404,8 +407,8 @@ def merge_statement(plan: MvPlan) -> str:
     """
     on = " AND ".join(f"t.{k} <=> s.{k}" for k in plan.key)
     others = [c for c in plan.all_columns if c not in plan.key]
-    source = "\n".join("  " + line for line in pretty(delta_query(plan, batch=False)).splitlines())
-    lines = [f"MERGE INTO {plan.table} AS t", f"USING (\n{source}\n) AS s", f"ON {on}",
+    source = source or "(\n" + "\n".join("  " + line for line in pretty(delta_query(plan, batch=False)).splitlines()) + "\n)"
+    lines = [f"MERGE INTO {plan.table} AS t", f"USING {source} AS s", f"ON {on}",
              f"WHEN MATCHED AND s.{DELETED} THEN DELETE"]
     if others:
         lines.append("WHEN MATCHED THEN UPDATE SET " + ", ".join(f"t.{c} = s.{c}" for c in others))
@@ -423,7 +426,7 @@ def state_query(plan: MvPlan, columns: tuple[str, ...] | None = None, slot: str 
     columns = columns or plan.all_columns
 
     def table(what: str, alias: str) -> exp.Table:
-        return aliased_table(plan.table_name(f"{what}_{slot}"), alias) if slot else _identifier_table(f"{what}_table", alias)
+        return aliased_table(plan.table_name(f"{what}_{slot}"), alias) if slot else identifier_table(f"{what}_table", alias)
 
     delta = exp.select("*").from_(table("delta", "t"))
     rank = exp.Window(this=exp.RowNumber(), partition_by=[exp.column(k, "d") for k in plan.key],
@@ -468,8 +471,8 @@ def stored_query(plan: MvPlan) -> exp.Query:
     >>> print(stored_query(plan).sql(dialect="spark"))
     SELECT b.id, b.name, b._mvflow_k_c_id FROM IDENTIFIER(:base_table) AS b UNION ALL SELECT d.id, d.name, d._mvflow_k_c_id FROM IDENTIFIER(:delta_table) AS d WHERE d.mvflow_batch < :batch
     """
-    base = exp.select(*[exp.column(c, "b") for c in plan.all_columns]).from_(_identifier_table("base_table", "b"))
-    delta = (exp.select(*[exp.column(c, "d") for c in plan.all_columns]).from_(_identifier_table("delta_table", "d"))
+    base = exp.select(*[exp.column(c, "b") for c in plan.all_columns]).from_(identifier_table("base_table", "b"))
+    delta = (exp.select(*[exp.column(c, "d") for c in plan.all_columns]).from_(identifier_table("delta_table", "d"))
              .where(exp.column(BATCH, "d") < exp.Placeholder(this="batch")))
     return exp.union(base, delta, distinct=False)
 

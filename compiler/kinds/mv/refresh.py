@@ -49,7 +49,7 @@ from .decisions import Seen, new_input, rebuild_reason, up_to_date
 from .derive import Derived, derived
 from .plan import MvPlan, mv_plan
 from .queries import lookup_inputs, walk_inputs
-from .storage import MvState, storage_for
+from .storage import MvState, rows_words, storage_for
 from .strategy import CHUNKED, FULL, Decision
 
 if TYPE_CHECKING:
@@ -86,6 +86,7 @@ class Outcome:
     affected: int = 0
     decision: Decision | None = None  # how the batch was applied (``compiler.kinds.mv.strategy``) and why
     rows: int | None = None
+    groups: int | None = None  # a GROUP BY MV's groups (rows holds its members too)
     changed: dict[str, int] = field(default_factory=dict)
     compacted: bool = False
     reason: str = ""
@@ -214,8 +215,8 @@ def describe(outcome: Outcome) -> str:
     estimated = decision is not None and any(v is not None for v in decision.estimates.values())
     if outcome.mode == "build":
         if estimated:
-            return f"batch {outcome.batch}{redo}: {decision.words()}: {outcome.rows:,} rows ({outcome.reason})"
-        return f"batch {outcome.batch}{redo}: full build ({outcome.reason}), {outcome.rows:,} rows"
+            return f"batch {outcome.batch}{redo}: {decision.words()}: {rows_words(outcome.rows, outcome.groups)} ({outcome.reason})"
+        return f"batch {outcome.batch}{redo}: full build ({outcome.reason}), {rows_words(outcome.rows, outcome.groups)}"
     if outcome.reason == "up to date":
         return f"up to date (nothing changed since batch {outcome.batch})"
     changed = ", ".join(f"{k} {v:,}" for k, v in sorted(outcome.changed.items()) if v) or "no changes"
@@ -440,7 +441,8 @@ class _Refresh:
         self.phase("mv:build-snapshots")
         new_state = self.storage.build(state, batch)
         self._commit(batch, ranges, new_state, new_state.base_rows, {}, keys=new_state.base_rows)
-        return Outcome(batch, "build", rows=new_state.base_rows, reason=reason, decision=self.decision)
+        return Outcome(batch, "build", rows=new_state.base_rows, groups=new_state.groups, reason=reason,
+                       decision=self.decision)
 
     def publish_all(self, keys: "DataFrame", old: "DataFrame | None", batch: int, **args: Any) -> int:
         """After a build every key may have changed: publish the new keys and the ``old`` ones for
@@ -631,7 +633,8 @@ class _Refresh:
         self.store.commit_many(commits)
         self.phase("mv:committed")
         decision = self.decision
-        detail = {"keys": keys, "rows": state.base_rows, "chunks": decision.chunks if decision else 1,
+        detail = {"keys": keys, "rows": state.base_rows, **({"groups": state.groups} if state.groups is not None else {}),
+                  "chunks": decision.chunks if decision else 1,
                   **({"estimates": decision.to_dict()["estimates"], "reason": decision.reason} if decision else {})}
         self.store.log_step(StepLogRow(self.plan.topic(), now, affected, last=(batch - 1,), next=(last,),
                                        seconds=time.monotonic() - self.started, consumer=self.holder,
@@ -648,8 +651,8 @@ class _Refresh:
     def definition(self) -> str:
         return definition_hash(self.derived)
 
-    def sql(self, name: str, **args: Any) -> "DataFrame":
-        return self._sql(name, **args)
+    def sql(self, name: str, frames: dict[str, "DataFrame"] | None = None, **args: Any) -> "DataFrame":
+        return self._sql(name, frames, **args)
 
     def view(self, what: str, frame: "DataFrame") -> None:
         self._view(what, frame)
@@ -657,9 +660,10 @@ class _Refresh:
     def save_state(self, state: MvState) -> None:
         self.store.set_state(self.leases[self.plan.topic()], state.dump(), self.now())
 
-    def _sql(self, name: str, **args: Any) -> "DataFrame":
+    def _sql(self, name: str, frames: dict[str, "DataFrame"] | None = None, **args: Any) -> "DataFrame":
+        """Derived statement ``name`` with its markers bound from ``args`` and its ``{name}``s read from ``frames``."""
         text = self.derived[name]
-        return self.spark.sql(text, args={k: v for k, v in args.items() if f":{k}" in text} or None)
+        return self.spark.sql(text, args={k: v for k, v in args.items() if f":{k}" in text} or None, **(frames or {}))
 
     def _spark_sql(self, text: str) -> None:
         self.spark.sql(text)

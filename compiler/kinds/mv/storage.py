@@ -23,13 +23,15 @@ Every statement comes from ``compiler.kinds.mv.derive`` (written under ``target/
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...source_keys import DuplicateKeys
+from ...spark_connect import observed
 from ...table_format import DELTA, delta_commit, delta_version
 from .derive import Derived, bind_literal
-from .plan import SLOTS, MvPlan
+from .plan import DELETED, SLOTS, WAS, MvPlan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -48,6 +50,8 @@ class MvState:
     chunked: dict = field(default_factory=dict)  # a chunked batch in progress: {batch, chunks, done}
     cluster_by: list = field(default_factory=list)  # delta: the clustering columns the table was given
     unpublished: int = 0  # the last full build, when it published no keys (no MV read this one then)
+    groups: int | None = None  # a GROUP BY MV's group rows (base_rows holds its members too; parquet: like it, as of
+    # the last build or compaction); None: not counted
 
     @classmethod
     def parse(cls, text: str) -> "MvState":
@@ -67,21 +71,37 @@ class MvState:
         'Delta table, version 12, 10,000 rows, clustered by shop_id'
         >>> MvState(slot="a", base_rows=5, swapping="b").words()
         'slot a, 5 rows + 0 in delta, moving to slot b (a build or compaction was interrupted: the next run redoes it)'
+        >>> MvState(base_rows=9281, version=3, groups=698).words()
+        'Delta table, version 3, 698 groups (9,281 rows with their members)'
         """
         if self.version >= 0 and not self.slot:
-            words = f"Delta table, version {self.version}, {self.base_rows:,} rows"
+            words = f"Delta table, version {self.version}, {self.rows_words()}"
             words += f", clustered by {', '.join(self.cluster_by)}" if self.cluster_by else ""
             return words + (", a build was interrupted: the next run redoes it" if self.swapping else "") + self._chunked_words()
-        words = f"slot {self.slot or '(none)'}, {self.base_rows:,} rows + {self.delta_rows:,} in delta"
+        words = f"slot {self.slot or '(none)'}, {self.rows_words()} + {self.delta_rows:,} in delta"
         if self.swapping:
             words += f", moving to slot {self.swapping} (a build or compaction was interrupted: the next run redoes it)"
         return words + self._chunked_words()
+
+    def rows_words(self) -> str:
+        return rows_words(self.base_rows, self.groups)
 
     def _chunked_words(self) -> str:
         if not self.chunked:
             return ""
         c = self.chunked
         return f", chunked batch {c.get('batch')}: {c.get('done')} of {c.get('chunks')} chunks written (the next run resumes it)"
+
+
+def rows_words(rows: int, groups: int | None) -> str:
+    """``10,000 rows``; a GROUP BY MV's groups first, as readers and ``verify`` count them.
+
+    >>> rows_words(9281, 1)
+    '1 group (9,281 rows with their members)'
+    """
+    if groups is None:
+        return f"{rows:,} rows"
+    return f"{groups:,} group{'' if groups == 1 else 's'} ({rows:,} rows with their members)"
 
 
 class Runner(Protocol):
@@ -93,7 +113,7 @@ class Runner(Protocol):
 
     def phase(self, name: str) -> None: ...
     def echo(self, text: str) -> None: ...
-    def sql(self, name: str, **args: Any) -> "DataFrame": ...
+    def sql(self, name: str, frames: dict[str, "DataFrame"] | None = None, **args: Any) -> "DataFrame": ...
     def view(self, what: str, frame: "DataFrame") -> None: ...
     def save_state(self, state: MvState) -> None: ...
     def publish_all(self, keys: "DataFrame", old: "DataFrame | None", batch: int, **args: Any) -> int: ...
@@ -180,7 +200,7 @@ class ParquetStorage:
         slot = SLOTS[1] if state.slot == SLOTS[0] else SLOTS[0]
         run.save_state(replace(state, swapping=slot))
         run.phase("mv:build-marked")
-        rows = self._write_base(slot)
+        rows, groups = self._write_base(slot)
         run.phase("mv:build-base-written")
         old = None
         if run.plan.consumers and self.exists(state) and state.definition == run.definition:
@@ -194,15 +214,22 @@ class ParquetStorage:
         run.sql(f"plain:{slot}")
         run.sql("readable_view")
         run.phase("mv:build-swapped")
-        return MvState(slot, rows, 0, run.definition, unpublished=unpublished)
+        return MvState(slot, rows, 0, run.definition, unpublished=unpublished, groups=groups)
 
-    def _write_base(self, slot: str) -> int:
+    def _write_base(self, slot: str) -> tuple[int, int | None]:
         base, delta = self._table("base", slot), self._table("delta", slot)
         self.run.sql("drop_base", base_table=base)
         self.run.sql("drop_delta", delta_table=delta)
         self.run.sql("build_base", base_table=base)
         self.run.sql("create_delta", base_table=base, delta_table=delta)
-        return self.run.spark.table(base).count()
+        return self._count(base)
+
+    def _count(self, base: str) -> tuple[int, int | None]:
+        """The rows of a base table and, of a GROUP BY MV, its group rows (one job)."""
+        if not self.run.plan.grouped:
+            return self.run.spark.table(base).count(), None
+        rows, groups = self.run.sql("count_base", base_table=base).first()
+        return int(rows), int(groups)
 
     def write(self, state: MvState, batch: int, affected: int) -> None:
         """Write the batch's rows as its delta partition; readers see them at once, through the
@@ -244,7 +271,7 @@ class ParquetStorage:
         run.sql(f"plain:{slot}")
         run.sql("readable_view")
         run.phase("mv:compaction-swapped")
-        state.slot, state.base_rows, state.delta_rows = slot, run.spark.table(base).count(), 0
+        (state.base_rows, state.groups), state.slot, state.delta_rows = self._count(base), slot, 0
         run.save_state(state)
         run.phase("mv:compacted")
         run.echo(f"{run.plan.name}: compacted into slot {slot} ({state.base_rows:,} rows)")
@@ -324,16 +351,38 @@ class DeltaStorage:
             run.sql(name)
         unpublished = run.publish_all(run.spark.table(self.table).select(*run.plan.key), old, batch)
         run.phase("mv:build-published")
+        groups = int(run.sql("count_groups").first()[0]) if run.plan.grouped else None
         return MvState(base_rows=rows, definition=run.definition, version=version, unpublished=unpublished,
-                       cluster_by=list(run.plan.cluster_by))
+                       cluster_by=list(run.plan.cluster_by), groups=groups)
 
     def write(self, state: MvState, batch: int, affected: int) -> None:
-        metrics = self.run.sql("merge").first()  # Delta returns the MERGE's row counts (no job)
+        metrics = self._merge(state).first()  # Delta returns the MERGE's row counts (no job)
         if metrics is not None:
             state.base_rows += int(metrics["num_inserted_rows"]) - int(metrics["num_deleted_rows"])
         state.delta_rows += affected
         state.version = delta_version(self.run.spark, self.table)
         self.run.phase("mv:merged")
+
+    def _merge(self, state: MvState) -> "DataFrame":
+        """The batch's MERGE. A GROUP BY MV's reads the batch's rows (``batch_rows``) as a DataFrame
+        observed on the way, which counts the groups the batch adds and removes (their keys as of the
+        last commit: ``stored``) without a second pass; the count becomes unknown (None) when Spark
+        does not deliver it (Spark Connect)."""
+        run = self.run
+        if not run.plan.grouped:
+            return run.sql("merge")
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        observation = Observation(f"mvflow_groups_{uuid.uuid4().hex}")
+        group, deleted, was = F.col(run.plan.grouped.main_key_columns[0]).isNull(), F.col(DELETED), F.col(WAS)
+        rows = run.sql("batch_rows").observe(
+            observation, F.count_if(group & ~deleted & ~was).alias("added"), F.count_if(group & deleted).alias("removed"))
+        merged = run.sql("merge", frames={"rows": rows})
+        counts = observed(observation)
+        state.groups = None if counts is None or state.groups is None else \
+            state.groups + int(counts["added"]) - int(counts["removed"])
+        return merged
 
     def compact(self, state: MvState) -> None:
         """``OPTIMIZE``: bin-packs the small files each MERGE adds and rewrites files whose
