@@ -161,3 +161,14 @@ def test_an_mv_publishes_its_keys_only_when_an_mv_reads_it(make_project):
     manifest = compile_project(load_project(root))
     assert mv_plan(manifest.models["wide"], manifest).consumers == ("stacked",)  # `stacked` reads its batches
     assert not mv_plan(manifest.models["stacked"], manifest).consumers  # a table rebuilds from it whole
+
+
+def test_a_stated_unique_key_that_names_the_grain_is_kept():
+    """One-to-many joins widen an unstated key; a stated one must already hold the joined rows' keys."""
+    sources = parse_sources("d.o=position(id) d.s=position(id)")
+    sql = "SELECT o.id, s.id AS shop_id, s.name FROM d.o AS o LEFT JOIN d.s AS s ON s.owner_id = o.id"
+    assert plan_from_sql(sql, sources, unique_key=("id", "shop_id")).key == ("id", "shop_id")
+    assert plan_from_sql(sql, sources).key == ("id", "shop_id")
+    with pytest.raises(CompileError) as error:
+        plan_from_sql(sql, sources, unique_key=("id",))
+    assert error.value.problems[0].hint.endswith("or state the grain: add shop_id to unique_key")

@@ -58,7 +58,7 @@ CODES = (
     "mv-set-operation", "mv-aggregate", "mv-distinct", "mv-window", "mv-subquery", "mv-order-limit", "mv-star",
     "mv-join-kind", "mv-join-condition",
     "mv-unknown-alias", "mv-unqualified-column", "mv-unknown-column", "mv-unmappable-input", "mv-no-key",
-    "mv-join-not-unique", "mv-key-not-derivable", "mv-union-discriminator",
+    "mv-join-not-unique", "mv-key-not-derivable", "mv-key-not-unique", "mv-union-discriminator",
 )
 _SUGGEST_TABLE = "an mv is refreshed by key from joins only: use materialized='table' for this query"
 
@@ -589,8 +589,31 @@ class _Analyzer:
         if len(parts) > 1 and len(parts) == len(selects):
             self._check_discriminator(parts, key_positions)
         if parts and parts[0].grain:
+            self._check_stated_grain(parts[0], key)
             key = tuple(k for k in key if k not in parts[0].grain) + parts[0].grain
         return parts, key, columns
+
+    def _check_stated_grain(self, part: Part, key: tuple[str, ...]) -> None:
+        """A stated unique_key that a one-to-many join makes non-unique is an error, never widened
+        silently: the key must name the joined rows' keys too (the grain), or the join be unique."""
+        if not self.unique_key or self.groups is not None:
+            return
+        for link in part.links:
+            if not link.many:
+                continue
+            grain = self._grain(part.select, [link], _output_names(part.select))
+            if set(grain) <= set(key):
+                continue
+            selected = [g for g in grain if not g.startswith(HIDDEN_PREFIX)]
+            bound = sorted({k for k, _ in (*link.bound, *link.literals)})
+            state = (f"add {', '.join(selected)} to unique_key" if len(selected) == len(grain) else
+                     f"select {', '.join(f'{link.alias}.{k}' for k in link.key)} and add it to unique_key")
+            self.problem(link.on, "mv-key-not-unique",
+                         f"unique_key ({', '.join(self.unique_key)}) is not unique: the join of {link.input} AS {link.alias} "
+                         f"binds neither its primary key ({', '.join(link.key)}) nor a declared unique key, so one "
+                         f"{part.main_alias} row may match several {link.alias} rows",
+                         f"declare the columns the join binds as unique on the source ('unique: [[{', '.join(bound)}]]') "
+                         f"if they are, or state the grain: {state}")
 
     def _check_many(self, links: list[Link], parts: int) -> None:
         """One-to-many joins widen the MV's key; UNION ALL parts must share one key, so not there."""
