@@ -17,7 +17,7 @@ from compiler.project import StateSettings
 from compiler.spark import LazySession
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
-from mv_world import WIDE, World, seed, tags_model  # noqa: E402
+from mv_world import SHOP_STATS, WIDE, World, seed, tags_model  # noqa: E402
 
 FORCED = "strategy='incremental'"
 CHUNKS = "strategy='chunked', chunk_keys=2"
@@ -64,6 +64,23 @@ def test_every_strategy_gives_the_same_one_to_many_mv(spark, tmp_path):
     world.check("chunk")
     assert world.table("inc") == world.table("chunk") == world.table("full")
     assert len(world.table("inc")) == 6 + 1  # offer 3 has two tags
+
+
+def test_a_chunked_group_by_batch_on_delta_counts_each_group_once(spark, tmp_path):
+    """Chunks split the members, so a group is recomputed by every chunk holding one of them: each
+    chunk's MERGE sees what the chunks before it wrote, and the groups counted (``World.check``)
+    are the groups readers see."""
+    assert FORCED in SHOP_STATS
+    world = World(spark, tmp_path, {"stats": SHOP_STATS.replace(FORCED, CHUNKS)}, table_format="delta")
+    seed(world)
+    assert world.refresh("stats").mode == "build"
+    world.put("shops", id=400, name="Delta", wh_id=20, rating=3)
+    for offer in (1, 2, 3, 4, 5, 6):                          # every member moves: groups appear and vanish
+        world.put("offers", id=offer, shop_id=400 if offer % 2 else 100)
+    outcome = world.refresh("stats")
+    assert outcome.strategy == CHUNKED and outcome.decision.chunks >= 2
+    world.check("stats")
+    assert {r.shop_id for r in world.table("stats")} == {100, 400}
 
 
 def test_chunked_batch_crashed_between_chunks_resumes_with_new_changes_landing(spark, tmp_path):

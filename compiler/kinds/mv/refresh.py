@@ -542,6 +542,8 @@ class _Refresh:
         for part in self.plan.parts:
             self._view(f"affected_all_p{part.index}", self.affected_parts[part.index])
         for chunk in range(done, chunks):
+            if chunk > done:  # a group spans chunks: each chunk's write replaces what the chunks before it wrote
+                self._view("stored", self.storage.stored(state, batch))
             for part in self.plan.parts:
                 frame = self._sql(f"chunk:p{part.index}", chunk=chunk, chunks=chunks)
                 self._view(f"affected_p{part.index}", _small(frame, self.decision.keys or 0))

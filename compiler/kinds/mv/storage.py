@@ -380,8 +380,12 @@ class DeltaStorage:
             observation, F.count_if(group & ~deleted & ~was).alias("added"), F.count_if(group & deleted).alias("removed"))
         merged = run.sql("merge", frames={"rows": rows})
         counts = observed(observation)
-        state.groups = None if counts is None or state.groups is None else \
-            state.groups + int(counts["added"]) - int(counts["removed"])
+        if counts is None:
+            state.groups = None
+        elif state.groups is None:  # a state kept before groups were counted: counted once, after the merge
+            state.groups = int(run.sql("count_groups").first()[0])
+        else:
+            state.groups += int(counts["added"]) - int(counts["removed"])
         return merged
 
     def compact(self, state: MvState) -> None:
