@@ -172,3 +172,23 @@ def test_a_stated_unique_key_that_names_the_grain_is_kept():
     with pytest.raises(CompileError) as error:
         plan_from_sql(sql, sources, unique_key=("id",))
     assert error.value.problems[0].hint.endswith("or state the grain: add shop_id to unique_key")
+
+
+def test_an_mv_cannot_read_an_mv_whose_key_it_cannot_see(make_project):
+    """Readers of an MV see its SELECT's columns only: an MV that does not select the grain of its
+    one-to-many join has no key another MV could read it by, and compile says what to select."""
+    from compiler.compile import compile_project
+    from compiler.project import load_project
+
+    root = make_project({
+        "lineage/s.yml": "sources:\n  - {name: o, database: d, primary_key: [id], position: [v]}\n"
+                         "  - {name: t, database: d, primary_key: [id], position: [v]}\n",
+        "models/tags.sql": "{{ config(materialized='mv') }}\nSELECT o.id, t.text FROM {{ source('d', 'o') }} AS o\n"
+                           "LEFT JOIN {{ source('d', 't') }} AS t ON t.offer_id = o.id\n",
+        "models/counted.sql": "{{ config(materialized='mv') }}\nSELECT g.id, g.text FROM {{ ref('tags') }} AS g\n",
+    })
+    with pytest.raises(CompileError) as error:
+        compile_project(load_project(root))
+    problem = error.value.problems[0]
+    assert problem.path == "models/counted.sql" and problem.code == "mv-unmappable-input"
+    assert "model 'tags' keys its rows by what its SELECT does not select (_mvflow_k_t_id" in problem.message

@@ -311,8 +311,11 @@ def test_switching_the_table_format_rebuilds_in_the_other_format_and_back(spark,
         outcome = w.refresh()
         assert outcome.mode == "build"  # the other format's storage is not there
         w.check()
-        assert is_delta_table(spark, relation) == (table_format == "delta")
-        slots = [mv_plan(w.manifest.models["wide"], w.manifest).table_name(f"base_{s}") for s in SLOTS]
+        plan = mv_plan(w.manifest.models["wide"], w.manifest)
+        assert plan.table == plan.table_name("rows") != relation  # its joins' keys: beside a view (Delta)
+        assert is_delta_table(spark, plan.table) == (table_format == "delta")  # the parquet format drops it
+        assert spark.table(relation).columns == list(plan.columns)
+        slots = [plan.table_name(f"base_{s}") for s in SLOTS]
         assert any(spark.catalog.tableExists(t) for t in slots) == (table_format == "parquet")
         w.put("offers", id=2, title=f"refreshed in {table_format}")
         assert w.refresh().mode == "refresh"
@@ -320,13 +323,14 @@ def test_switching_the_table_format_rebuilds_in_the_other_format_and_back(spark,
 
 
 def test_delta_batch_is_one_commit_and_a_redo_forgets_what_the_crashed_merge_wrote(spark, tmp_path):
+    from compiler.kinds.mv.plan import mv_plan
     from compiler.kinds.mv.storage import MvState
     from compiler.table_format import delta_version
 
     w = World(spark, tmp_path, table_format="delta")
     seed(w)
     w.refresh()
-    relation = w.manifest.models["wide"].relation
+    relation = mv_plan(w.manifest.models["wide"], w.manifest).table
     built = delta_version(spark, relation)
     w.put("offers", id=1, title="one commit")
     w.put("categories", id=8, name="Puzzles")

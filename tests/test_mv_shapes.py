@@ -186,6 +186,39 @@ def test_one_to_many_explain_names_the_grain(spark, tmp_path):
 
 
 @pytest.mark.parametrize("table_format", ["parquet", "delta"])
+def test_readers_see_exactly_the_select_columns(spark, tmp_path, table_format):
+    """Issue 29 item 8: the hidden key columns of a unique-key join and of a one-to-many grain the
+    SELECT does not select stay in the stored table; the relation readers query has the SELECT's
+    columns, and ``verify`` compares rows that hold no key as a multiset, copy by copy."""
+    from compiler.kinds.mv.plan import mv_plan
+
+    world = World(spark, tmp_path, {"tags": tags_model("LEFT JOIN"), "notes": notes_model("LEFT JOIN")},
+                  table_format=table_format)
+    seed(world)
+    world.put("offer_tags", id=900, offer_id=1, cat_id=7, text="red")
+    world.put("offer_tags", id=901, offer_id=1, cat_id=7, text="red")  # the same row twice, told apart by the hidden id
+    world.put("offer_notes", id=800, offer_id=2, cat_id=7, text="first")
+    for name in ("tags", "notes"):
+        assert world.refresh(name).mode == "build"
+        world.check(name)
+    plans = {name: mv_plan(world.manifest.models[name], world.manifest) for name in ("tags", "notes")}
+    for name, plan in plans.items():
+        assert plan.hidden and spark.table(plan.relation).columns == list(plan.columns), name
+    assert [(r.id, r.tag) for r in world.table("tags") if r.id == 1] == [(1, "red"), (1, "red")]
+    world.delete("offer_tags", 901)
+    world.put("offer_notes", id=800, offer_id=3)
+    for name in ("tags", "notes"):
+        assert world.refresh(name).mode == "refresh"
+        world.check(name)
+    assert [(r.id, r.tag) for r in world.table("tags") if r.id == 1] == [(1, "red")]
+    if table_format == "delta":  # a copy gone behind mvflow's back is missing (its stored table is beside the view)
+        spark.sql(f"DELETE FROM {plans['tags'].table} WHERE _mvflow_k_t_id = 900")
+        verdict = world.verdict("tags")
+        assert (verdict.ok, verdict.missing, verdict.extra) == (False, 1, 0), verdict.format()
+        assert "(1, 'offer 1', 'red', 'Books', 1)" in verdict.format(), verdict.format()
+
+
+@pytest.mark.parametrize("table_format", ["parquet", "delta"])
 def test_one_to_many_crash_new_changes_and_redo(spark, tmp_path, table_format):
     world = World(spark, tmp_path, {"tags": tags_model("LEFT JOIN")}, table_format=table_format)
     seed(world)

@@ -73,11 +73,9 @@ class MvKind(ModelKind):
         from ...parse import pretty
         from ...verify import Expected
         from .plan import mv_plan
-        from .queries import readable_query
 
         plan = mv_plan(model, manifest)
-        select = readable_query(plan) if plan.readable != plan.columns else model.ast
-        return Expected(pretty(select), plan.visible_key)
+        return Expected(pretty(model.ast), plan.visible_key)
 
     def derived_sql(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
         from .derive import derived

@@ -96,10 +96,13 @@ def _derive_delta(plan: MvPlan, q: dict[str, str]) -> None:
     q["restore"] = f"RESTORE TABLE {table} TO VERSION AS OF :version"
     q["optimize"] = f"OPTIMIZE {table}"
     q["create_changes"] = _create_changes(plan, table)
-    if plan.grouped:  # readers see the group rows through a view under the model's name
-        groups = exp.select(*[exp.column(c, "t") for c in plan.readable]).from_(aliased_table(table, "t"))
-        q["reader_view"] = f"CREATE OR REPLACE VIEW {plan.relation} AS\n{pretty(groups.where(group_rows(plan, 't')))}"
-        q["drop_table"] = f"DROP TABLE IF EXISTS {plan.relation}"  # a plain Delta MV's table, when it was one
+    if table != plan.relation:  # readers see the SELECT's columns (group rows) through a view under the model's name
+        visible = exp.select(*[exp.column(c, "t") for c in plan.columns]).from_(aliased_table(table, "t"))
+        visible = visible.where(group_rows(plan, "t"), copy=False) if plan.grouped else visible
+        q["reader_view"] = f"CREATE OR REPLACE VIEW {plan.relation} AS\n{pretty(visible)}"
+        q["drop_table"] = f"DROP TABLE IF EXISTS {plan.relation}"  # a Delta MV's table under its name, when it was one
+    else:  # the table beside a view, when it was one
+        q["drop_rows"] = f"DROP TABLE IF EXISTS {plan.table_name('rows')}"
     if not plan.grouped:  # no MV may read a GROUP BY MV yet: nothing to publish to
         q["publish"] = _publish(plan)
     # the parquet format's storage, when a model switches to Delta
@@ -137,16 +140,17 @@ def _derive_parquet(plan: MvPlan, q: dict[str, str]) -> None:
     # the size of the delta, so that readers' plans broadcast a small one instead of shuffling the base
     q["delta_stats"] = f"ANALYZE TABLE {delta} COMPUTE STATISTICS NOSCAN"
     for slot in SLOTS:
-        visible = pretty(state_query(plan, columns=plan.readable, slot=slot))
+        visible = pretty(state_query(plan, columns=plan.columns, slot=slot))
         q[f"view:{slot}"] = f"CREATE OR REPLACE VIEW {plan.relation} AS\n{visible}"
         # an empty delta (after a build or a compaction): readers read the base alone, no merge
-        plain = exp.select(*[exp.column(c, "b") for c in plan.readable]).from_(aliased_table(plan.table_name(f"base_{slot}"), "b"))
+        plain = exp.select(*[exp.column(c, "b") for c in plan.columns]).from_(aliased_table(plan.table_name(f"base_{slot}"), "b"))
         plain = pretty(plain.where(group_rows(plan, "b"), copy=False) if plan.grouped else plain)
         q[f"plain:{slot}"] = f"CREATE OR REPLACE VIEW {plan.relation} AS\n{plain}"
     q["state"] = pretty(state_query(plan))  # the current rows with their hidden keys, what a compaction keeps
     q["compact"] = f"CREATE TABLE {base}\nUSING parquet\nAS\nSELECT *\nFROM {plan.view_name('current')}"
-    # the Delta format's table, when a model switches to parquet (its view takes the name)
+    # the Delta format's tables, when a model switches to parquet (its view takes the name)
     q["drop_table"] = f"DROP TABLE IF EXISTS {plan.relation}"
+    q["drop_rows"] = f"DROP TABLE IF EXISTS {plan.table_name('rows')}"
 
 
 def bind_literal(text: str, name: str, value: int) -> str:
@@ -210,7 +214,10 @@ def explain(plan: MvPlan, notes: Iterable[str] = ()) -> str:
              *([f"  grouped by: {', '.join(plan.visible_key)} (readers' key); the table also keeps a member row "
                 f"per main row ({', '.join(plan.grouped.main_key_columns)}); a refresh recomputes the groups the "
                 "members of the affected main keys were in or are in now"] if plan.grouped else []),
-             f"  hidden key columns: {', '.join(plan.hidden) or '(none)'}", *notes]
+             f"  hidden key columns: {', '.join(plan.hidden) or '(none)'}",
+             *([f"  stored in {plan.table}, read through the view {plan.relation} (the SELECT's columns"
+                f"{' of the group rows' if plan.grouped else ''})"] if plan.table_format == "delta" and plan.table != plan.relation else []),
+             *notes]
     for part in plan.parts:
         mine = part.rows_condition("mv")
         disc = f", its rows: {mine.sql(dialect='spark')}" if mine is not None else ""

@@ -209,19 +209,18 @@ class MvPlan:
 
     @property
     def visible_key(self) -> tuple[str, ...]:
-        """The key of the rows readers see: the GROUP BY columns, or the MV's key."""
-        return tuple(name for name, _ in self.grouped.groups) if self.grouped else self.key
-
-    @property
-    def readable(self) -> tuple[str, ...]:
-        """The columns readers see: the SELECT's, plus the hidden ones of the key (its grain)."""
-        return self.columns + tuple(k for k in self.visible_key if k not in self.columns)
+        """The key of the rows readers see (they see the SELECT's columns only): the GROUP BY
+        columns, or the MV's key; none when the SELECT leaves out a column of the key (the grain of
+        a one-to-many join): readers' rows are then a multiset, which ``verify`` compares as one."""
+        key = tuple(name for name, _ in self.grouped.groups) if self.grouped else self.key
+        return key if set(key) <= set(self.columns) else ()
 
     @property
     def table(self) -> str:
-        """The stored Delta table: under the model's name, except for a GROUP BY MV, whose member
-        rows readers must not see (a view under the model's name shows the groups)."""
-        return self.table_name("rows") if self.grouped else self.relation
+        """The stored Delta table: under the model's name, except when it holds what readers must not
+        see (hidden key columns; a GROUP BY MV's member rows): then it is a table beside it, read
+        through a view of the SELECT's columns (of a GROUP BY MV, its group rows) under the model's name."""
+        return self.table_name("rows") if self.hidden else self.relation
 
     def topic(self, input_id: str | None = None) -> str:
         """State-store topic of the MV (its lease and batch) or of one of its inputs."""
@@ -288,6 +287,7 @@ class _Input:
     table_format: str = ""
     origin: str = ""
     unique: tuple[tuple[str, ...], ...] = ()  # alternate unique keys (a source's ``unique:``)
+    fix: str = ""  # what to do when it cannot be mapped, if not the usual
 
 
 def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
@@ -317,13 +317,16 @@ def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
             key = upstream.key  # it has the grain of one-to-many joins
             if upstream.grouped:
                 mode, why = None, f"model '{other.name}' is a GROUP BY mv: its changed groups are not published yet"
-        columns = tuple(other.columns) if other.columns else None
-        if columns and kind == "mv":  # readers see the hidden columns of a grain too
-            columns += tuple(k for k in key if k not in columns)
+        columns, fix = tuple(other.columns) if other.columns else None, ""
+        if upstream is not None and mode and not upstream.visible_key:  # readers see its SELECT's columns only
+            hidden = ", ".join(k for k in upstream.key if k not in upstream.columns)
+            mode, why = None, (f"model '{other.name}' keys its rows by what its SELECT does not select ({hidden}, the "
+                               "grain of a one-to-many join)")
+            fix = f"select the joined table's key in '{other.name}' (e.g. t.id AS tag_id), or read its sources directly"
         catalog[other.relation] = _Input(other.name, other.relation, mode, key, columns,
                                          position=(BATCH,) if kind == "mv" else (),
                                          feed=f"{other.relation}__mvflow_changes" if kind == "mv" else None, why=why,
-                                         table_format=getattr(other, "table_format", "") or "")
+                                         table_format=getattr(other, "table_format", "") or "", fix=fix)
     return catalog
 
 
@@ -533,7 +536,7 @@ class _Analyzer:
             return None
         if found.mode is None:
             self.problem(table, "mv-unmappable-input", f"changes of {name} cannot be mapped to MV keys: {found.why}",
-                         "read its sources directly, or make it a 'table' with a unique_key or an 'mv'")
+                         found.fix or "read its sources directly, or make it a 'table' with a unique_key or an 'mv'")
             return None
         if not found.key:
             self.problem(table, "mv-no-key", f"input {name} has no primary key",

@@ -382,12 +382,6 @@ def _replaced_keys(plan: MvPlan) -> exp.Query:
     return exp.union(members, groups, distinct=True)
 
 
-def readable_query(plan: MvPlan) -> exp.Query:
-    """What readers see of the MV (``mvflow verify`` compares a grain MV with it): the SELECT's
-    columns, plus the hidden ones of the key."""
-    return exp.select(*[exp.column(c, "q") for c in plan.readable]).from_(full_query(plan).subquery("q"))
-
-
 def merge_statement(plan: MvPlan, source: str = "") -> str:
     """A Delta MV's batch: one MERGE of the recomputed rows and tombstones of the affected keys
     (columns listed, so the tombstone flag is not written).
@@ -396,7 +390,7 @@ def merge_statement(plan: MvPlan, source: str = "") -> str:
     >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
     ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))}, table_format="delta")
     >>> print(merge_statement(plan).splitlines()[0])
-    MERGE INTO db.mv AS t
+    MERGE INTO db.mv__mvflow_rows AS t
     >>> print(*merge_statement(plan).splitlines()[-6:], sep=chr(10))
     ON t.id <=> s.id
     WHEN MATCHED AND s._mvflow_deleted THEN DELETE

@@ -10,10 +10,10 @@ same way for both formats; a storage writes what it computed:
   delta is empty (after a build or a compaction) the view reads the base alone; the first write
   puts the merge back. The delta's size is kept in the catalog (``ANALYZE … NOSCAN``) so that a
   reader's plan broadcasts a small delta instead of shuffling the base.
-- ``DeltaStorage`` (``table_format: delta``): one Delta table under the model's name, with
-  the MV's columns and its hidden key columns (``_mvflow_k_*``: readers see them; lineage and
-  docs leave them out). A build is ``CREATE OR REPLACE TABLE … AS``; a batch is one ``MERGE``
-  (one Delta commit). The table's version at each commit is kept in ``MvState.version``: key
+- ``DeltaStorage`` (``table_format: delta``): one Delta table with the MV's columns and its hidden
+  key columns (``_mvflow_k_*``): under the model's name when there are none, else beside it
+  (``__mvflow_rows``) and read through a view of the SELECT's columns under the model's name. A
+  build is ``CREATE OR REPLACE TABLE … AS``; a batch is one ``MERGE`` (one Delta commit). The table's version at each commit is kept in ``MvState.version``: key
   queries read the MV as of that version, and a redo first restores the table to it, so a
   crashed try's MERGE leaves nothing behind whatever the redo finds.
 
@@ -208,9 +208,11 @@ class ParquetStorage:
         unpublished = run.publish_all(run.spark.table(self._table("base", slot)).select(*run.plan.key), old, batch,
                                       base_table=self._table("base", slot))
         run.phase("mv:build-published")
-        # the Delta format's table, when switching (a state of this format's says there is none)
+        # the Delta format's tables, when switching (a state of this format's says there are none)
         if not state.slot and _is_view(run.spark, run.plan.relation) is False:
             run.sql("drop_table")
+        if not state.slot and run.spark.catalog.tableExists(run.plan.table_name("rows")):
+            run.sql("drop_rows")
         run.sql(f"plain:{slot}")
         run.sql("readable_view")
         run.phase("mv:build-swapped")
@@ -278,8 +280,9 @@ class ParquetStorage:
 
 
 class DeltaStorage:
-    """One Delta table under the model's name, replaced by a build, merged into by a batch (of a
-    GROUP BY MV: a table beside it, read through a view of its group rows under the model's name)."""
+    """One Delta table, replaced by a build, merged into by a batch: under the model's name, or beside it
+    and read through a view of the SELECT's columns (of a GROUP BY MV, its group rows) when it holds
+    what readers must not see (``MvPlan.table``)."""
 
     # The MERGE joins its (materialized, so unsized) source to the whole table: only adaptive
     # execution sees at run time that the source is small and broadcasts it instead of shuffling the table.
@@ -333,16 +336,19 @@ class DeltaStorage:
         old = self._as_of(state.version).select(*run.plan.key) \
             if run.plan.consumers and self.exists(state) and state.definition == run.definition else None
         switching = state.version < 0 or bool(state.slot)  # the last state is not this format's: parquet's may be there
-        if switching and _is_view(run.spark, self.table):  # the parquet format's view
+        behind_view = "reader_view" in run.derived.queries
+        if not behind_view and _is_view(run.spark, self.table):  # the parquet format's view, or this one's reader view
             run.sql("drop_view")
         run.sql("build")
         if run.plan.cluster_by:  # CREATE … CLUSTER BY does not cluster what it writes; OPTIMIZE does
             run.sql("optimize")
-        if "reader_view" in run.derived.queries:
-            if _is_view(run.spark, run.plan.relation) is False:  # a plain Delta MV's table
+        if behind_view:
+            if _is_view(run.spark, run.plan.relation) is False:  # its table under the model's name, as kept before
                 run.sql("drop_table")
             run.sql("reader_view")
             run.sql("readable_view")
+        elif run.spark.catalog.tableExists(run.plan.table_name("rows")):  # the table beside its reader view, as kept before
+            run.sql("drop_rows")
         run.phase("mv:build-replaced")
         version, metrics = delta_commit(run.spark, self.table)  # the rows from the commit's metrics: no count
         rows = int(metrics["numOutputRows"]) if "numOutputRows" in metrics else run.spark.table(self.table).count()

@@ -1,0 +1,3 @@
+{{ config(materialized='mv') }}
+SELECT g.id, g.text
+FROM {{ ref('tags') }} AS g
