@@ -112,7 +112,7 @@ def test_input_columns_and_strategy_of():
     of = lambda message: p2_grid.strategy_of(SimpleNamespace(message=message))  # noqa: E731
     assert of("batch 4: 607 keys refreshed (changed: offers 100)") == "incremental"
     assert of("batch 2: full build (--full-refresh), 100,000 rows") == "full"
-    assert of("batch 5: incremental: est. 1.9 s vs full 8.7 s (607 of 100,000 keys)") == "incremental"
+    assert of("batch 5: incremental: est. 1.9 s vs full 8.7 s (607 keys of 100,000 rows)") == "incremental"
     assert of("batch 5: full: est. 9 s vs incremental 20 s") == "full"
     assert p2_grid.strategy_of(SimpleNamespace(message="", strategy="chunked")) == "chunked"
 

@@ -94,9 +94,9 @@ def test_second_decision_point_builds_at_once_only_when_clearly_wide():
 
 def test_words_say_the_choice_and_its_estimates():
     words = after_keys(MvKind(), 607, 100_000, HISTORY).words()
-    assert words == "incremental: est. 1.6 s vs full 9.0 s (607 of 100,000 keys)"
+    assert words == "incremental: est. 1.6 s vs full 9.0 s (607 keys of 100,000 rows)"
     assert after_keys(MvKind(), 60_000, 100_000, HISTORY).words().startswith("chunked (2 chunks): est. 8.2 s vs full 9.0 s, incremental 7.5 s")
-    assert after_keys(MvKind(), 20, 100, []).words() == "incremental (20 of 100 keys)"  # nothing to estimate from
+    assert after_keys(MvKind(), 20, 100, []).words() == "incremental (20 keys of 100 rows)"  # nothing to estimate from
 
 
 def test_chunk_count():

@@ -208,7 +208,7 @@ def watch_spec(plan: MvPlan, definition: str) -> watch.Spec:
 
 
 def describe(outcome: Outcome) -> str:
-    """The run line of one batch: ``batch 7: incremental: est. 1.9 s vs full 8.7 s (607 of 100,000 keys):
+    """The run line of one batch: ``batch 7: incremental: est. 1.9 s vs full 8.7 s (607 keys of 100,000 rows):
     607 keys refreshed (changed: …)``."""
     redo = " (redo of the crashed batch)" if outcome.redo else ""
     decision = outcome.decision

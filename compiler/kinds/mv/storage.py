@@ -73,12 +73,15 @@ class MvState:
         'slot a, 5 rows + 0 in delta, moving to slot b (a build or compaction was interrupted: the next run redoes it)'
         >>> MvState(base_rows=9281, version=3, groups=698).words()
         'Delta table, version 3, 698 groups (9,281 rows with their members)'
+        >>> MvState(slot="a", base_rows=9281, delta_rows=40, groups=698).words()  # parquet counts groups at a compaction
+        'slot a, 698 groups (9,281 rows with their members) at the last build or compaction + 40 in delta'
         """
         if self.version >= 0 and not self.slot:
             words = f"Delta table, version {self.version}, {self.rows_words()}"
             words += f", clustered by {', '.join(self.cluster_by)}" if self.cluster_by else ""
             return words + (", a build was interrupted: the next run redoes it" if self.swapping else "") + self._chunked_words()
-        words = f"slot {self.slot or '(none)'}, {self.rows_words()} + {self.delta_rows:,} in delta"
+        as_of = " at the last build or compaction" if self.groups is not None and self.delta_rows else ""
+        words = f"slot {self.slot or '(none)'}, {self.rows_words()}{as_of} + {self.delta_rows:,} in delta"
         if self.swapping:
             words += f", moving to slot {self.swapping} (a build or compaction was interrupted: the next run redoes it)"
         return words + self._chunked_words()

@@ -105,7 +105,7 @@ class Decision:
     chunks: int = 1
 
     def words(self) -> str:
-        """``incremental: est. 1.9 s vs full 8.7 s (607 of 100,000 keys)``."""
+        """``incremental: est. 1.9 s vs full 8.7 s (607 keys of 100,000 rows)``."""
         if self.strategy is None:
             return f"undecided: {self.reason}"
         name = f"{FULL} build" if self.strategy == FULL else self.strategy
@@ -117,7 +117,7 @@ class Decision:
         text = name + (f": est. {_seconds(own)}" if own is not None else "")
         text += (" vs " + ", ".join(others) if own is not None else ": est. " + ", ".join(others)) if others else ""
         if self.keys is not None:
-            text += f" ({self.keys:,} of {self.rows:,} keys)"
+            text += f" ({self.keys:,} keys of {self.rows:,} rows)"
         return text
 
     def to_dict(self) -> dict:
@@ -213,7 +213,7 @@ def before_changes(kind: MvKind, rows: int, history: Sequence[Run], probed_main_
     >>> before_changes(MvKind(), 10_000, runs[:2]).strategy is None  # one refresh: its fixed cost is unknown
     True
     >>> before_changes(MvKind(), 1_000_000, runs, probed_main_keys=900_000).words()
-    'full build: est. 300 s vs incremental 1355 s (900,000 of 1,000,000 keys)'
+    'full build: est. 300 s vs incremental 1355 s (900,000 keys of 1,000,000 rows)'
     >>> before_changes(MvKind(), 1_000_000, runs, probed_main_keys=1_000).strategy is None
     True
     """
@@ -239,7 +239,7 @@ def before_keys(kind: MvKind, changed: Mapping[str, int], main_inputs: Sequence[
     >>> runs = [Run("full", 8.7, 100_000, 100_000), Run("incremental", 1.9, 607, 100_000),
     ...         Run("incremental", 2.5, 5_000, 100_000)]
     >>> before_keys(MvKind(), {"d.offers": 60_000, "d.shops": 3}, ["d.offers"], 100_000, runs).words()
-    'full build: est. 8.7 s vs incremental 10.0 s (60,000 of 100,000 keys)'
+    'full build: est. 8.7 s vs incremental 10.0 s (60,000 keys of 100,000 rows)'
     >>> before_keys(MvKind(), {"d.offers": 600}, ["d.offers"], 100_000, runs).strategy is None
     True
     """
@@ -268,9 +268,9 @@ def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run]) -
     >>> runs = [Run("full", 8.7, 100_000, 100_000), Run("incremental", 1.9, 607, 100_000),
     ...         Run("incremental", 2.5, 5_000, 100_000)]
     >>> after_keys(MvKind(), 607, 100_000, runs).words()
-    'incremental: est. 1.9 s vs full 8.7 s (607 of 100,000 keys)'
+    'incremental: est. 1.9 s vs full 8.7 s (607 keys of 100,000 rows)'
     >>> after_keys(MvKind(), 40_000, 100_000, runs).words()
-    'chunked (2 chunks): est. 8.2 s vs full 8.7 s, incremental 7.3 s (40,000 of 100,000 keys)'
+    'chunked (2 chunks): est. 8.2 s vs full 8.7 s, incremental 7.3 s (40,000 keys of 100,000 rows)'
     >>> after_keys(MvKind(), 90_000, 100_000, runs).strategy
     'full'
     >>> after_keys(MvKind(strategy="incremental"), 90_000, 100_000, runs).strategy
@@ -280,7 +280,7 @@ def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run]) -
     >>> ten_m = [Run("incremental", 40.3, 48_563, 8_644_485), Run("incremental", 33.6, 47_373, 8_644_485),
     ...          Run("incremental", 22.4, 12_531, 8_644_485), Run("full", 78.5, 8_644_485, 8_644_485)]
     >>> after_keys(MvKind(), 469_445, 8_644_485, ten_m).words()  # measured: by key 37 s, full 77 s
-    'incremental: est. 51.8 s vs full 78.5 s (469,445 of 8,644,485 keys)'
+    'incremental: est. 51.8 s vs full 78.5 s (469,445 keys of 8,644,485 rows)'
     """
     model = cost_model(history, kind.fanout_threshold)
     chunks = chunk_count(affected, kind.chunk_keys)
