@@ -233,7 +233,8 @@ def explain(plan: MvPlan, notes: Iterable[str] = ()) -> str:
             lines.append(f"    {link.side} join {link.input} AS {link.alias} on key ({how})")
     lines.append("  inputs:")
     for input_id, info in plan.inputs.items():
-        lines.append(f"    {input_id}: {mode_words(info)}, key ({', '.join(info.key)}), uses {', '.join(info.used_columns)}")
+        key_from = f", {info.key_from}" if info.key_from else ""
+        lines.append(f"    {input_id}: {mode_words(info)}, key ({', '.join(info.key)}{key_from}), uses {', '.join(info.used_columns)}")
         for part in plan.parts:
             for alias, method, _ in key_query_methods(plan, input_id, part):
                 lines.append(f"      p{part.index} {alias}: {method}")

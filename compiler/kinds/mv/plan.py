@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
+from ...declared_keys import declared_key
 from ...errors import CompileError, Problem
 from ...parse import table_name
 from . import MvKind
@@ -77,6 +78,7 @@ class InputInfo:
     feed: str | None = None  # change feed table (changes mode)
     table_format: str = ""  # a model input's format; "" for a source (known only when the run looks)
     origin: str = ""  # where a source is declared (``lineage/x.yml:12``), for run-time errors
+    key_from: str = ""  # where its key was declared, in words (``mvflow explain``)
 
     @property
     def slug(self) -> str:
@@ -288,6 +290,7 @@ class _Input:
     origin: str = ""
     unique: tuple[tuple[str, ...], ...] = ()  # alternate unique keys (a source's ``unique:``)
     fix: str = ""  # what to do when it cannot be mapped, if not the usual
+    key_from: str = ""
 
 
 def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
@@ -304,17 +307,19 @@ def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
             position=tuple(source.changes.position if source.changes else source.position),
             feed=source.changes.table if source.changes else None, origin=f"{source.path}:{source.line}",
             unique=source.unique, why=f"source {source.id} ({source.path}:{source.line}) declares no primary key and "
-                                      "change mode: declare it in lineage/*.yml" if plain else "")
+                                      "change mode: declare it in lineage/*.yml" if plain else "",
+            key_from=f"primary_key at {source.path}:{source.line}")
     for other in manifest.models.values():
         if other.name == model.name or (reads is not None and other.relation not in reads):
             continue
         kind = other.kind.name
-        mode = kind if kind in ("table", "mv") else None
-        key = tuple(getattr(other.kind, "unique_key", ()) or ())
+        mode = {"table": "table", "seed": "table", "mv": "mv"}.get(kind)  # a seed is diffed like a table
+        declared = declared_key(manifest, other) if mode else None
+        key, key_from = (declared.columns, declared.origin) if declared else ((), "")
         why = "" if mode else f"model '{other.name}' is a {kind}: mvflow cannot see which of its rows change"
         upstream = _mv_plan_of(other, manifest) if kind == "mv" and other.name in model.depends_on_models else None
         if upstream is not None:  # upstream only: the DAG ends the recursion
-            key = upstream.key  # it has the grain of one-to-many joins
+            key, key_from = upstream.key, f"mv '{other.name}' derives it"  # it has the grain of one-to-many joins
             if upstream.grouped:
                 mode, why = None, f"model '{other.name}' is a GROUP BY mv: its changed groups are not published yet"
         columns, fix = tuple(other.columns) if other.columns else None, ""
@@ -326,7 +331,8 @@ def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
         catalog[other.relation] = _Input(other.name, other.relation, mode, key, columns,
                                          position=(BATCH,) if kind == "mv" else (),
                                          feed=f"{other.relation}__mvflow_changes" if kind == "mv" else None, why=why,
-                                         table_format=getattr(other, "table_format", "") or "", fix=fix)
+                                         table_format=getattr(other, "table_format", "") or "", fix=fix,
+                                         key_from=key_from)
     return catalog
 
 
@@ -540,7 +546,8 @@ class _Analyzer:
             return None
         if not found.key:
             self.problem(table, "mv-no-key", f"input {name} has no primary key",
-                         "declare primary_key for a source, or unique_key in the model's config")
+                         "declare primary_key for a source; for a model or seed, unique_key in its config or a column "
+                         "with both unique and not_null tests")
             return None
         return found
 
@@ -809,7 +816,8 @@ class _Analyzer:
             key_cols = tuple(k.lower() for k in source.key)
             inputs[input_id] = InputInfo(input_id, source.relation, source.mode, key_cols,
                                          key_cols + tuple(sorted(used[input_id] - set(key_cols))),
-                                         source.position, source.feed, source.table_format, source.origin)
+                                         source.position, source.feed, source.table_format, source.origin,
+                                         source.key_from)
         return MvPlan(self.name, self.relation, self.path, key, tuple(columns), hidden, tuple(parts), inputs,
                       tuple(self.warnings), self.table_format)
 
