@@ -20,6 +20,7 @@ from sqlglot import exp
 from .background import Background, worth_forking
 from .cache import CompileCache, cache_key, read_tables, schema_index
 from .data_tests import DataTest, compile_tests, place_scopes
+from .declared_keys import DeclaredKey, constraint_key
 from .depth import too_deep
 from .errors import CompileError, MvflowError, Problem, ProblemList, did_you_mean
 from .files import read_text
@@ -37,8 +38,8 @@ from .sources import IDENTIFIER, Source, are_tags, load_sources, tags_problem, t
 from .table_format import cluster_by_problems
 from .yamlfile import LineDict, check_keys, load_yaml
 
-_DOC_MODEL_KEYS = {"name", "description", "tags", "config", "columns", "tests", "data_tests"}
-_DOC_COLUMN_KEYS = {"name", "description", "type", "tags", "tests", "data_tests"}
+_DOC_MODEL_KEYS = {"name", "description", "tags", "config", "columns", "tests", "data_tests", "constraints"}
+_DOC_COLUMN_KEYS = {"name", "description", "type", "tags", "tests", "data_tests", "constraints"}
 T = TypeVar("T")
 
 
@@ -67,6 +68,7 @@ class Model:
     table_format: str = "parquet"  # delta | parquet: the target's, or the model's own config
     notes: list[Problem] = field(default_factory=list)  # warnings found while reading it (dbt settings not applied)
     incremental_sql: str = ""  # an incremental model's SELECT with is_incremental() true (kinds/incremental.py)
+    constraint_key: DeclaredKey | None = None  # dbt's constraints: primary_key in its YAML (declared_keys.py)
     _ast: exp.Query | None = field(default=None, init=False, repr=False, compare=False)
     _parse_later: bool = field(default=False, init=False, repr=False, compare=False)
     _printed: tuple[exp.Query | None, str] | None = field(default=None, init=False, repr=False, compare=False)
@@ -482,6 +484,7 @@ def _model(project: Project, renderer: Renderer, display: str, name: str, first,
                                            (doc.path, doc.line_of("description")) if doc else (display, 1)).strip(),
         column_docs={str(c["name"]): str(c.get("description", "")).strip() for c in (doc or {}).get("columns") or []},
         column_doc_lines={str(c["name"]): (doc.path, c.line) for c in (doc or {}).get("columns") or []},
+        constraint_key=constraint_key(doc, doc.path)[0] if doc else None,
         raw_sql=raw,
         checksum=hashlib.sha256(raw.encode()).hexdigest(),
         refs=first.refs,
@@ -815,6 +818,7 @@ def _doc_shape_problems(entry: LineDict, display: str, check_types: bool = True)
         problems.append(Problem(f"model '{entry['name']}' docs: columns must be a list of '- name: ...' entries",
                                 display, entry.line_of("columns"), hint="e.g. '- {name: id, description: ...}'", code="bad-value"))
         entry["columns"] = None
+    problems += constraint_key(entry, display)[1]
     for column in entry.get("columns") or []:
         problems += check_keys(column, _DOC_COLUMN_KEYS, display, "column docs", required={"name"})
         if check_types:

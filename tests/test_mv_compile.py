@@ -192,3 +192,28 @@ def test_an_mv_cannot_read_an_mv_whose_key_it_cannot_see(make_project):
     problem = error.value.problems[0]
     assert problem.path == "models/counted.sql" and problem.code == "mv-unmappable-input"
     assert "model 'tags' keys its rows by what its SELECT does not select (_mvflow_k_t_id" in problem.message
+
+
+def test_an_input_table_or_seed_is_keyed_by_what_the_project_declares(make_project):
+    """unique_key first, then dbt's primary_key constraint, then a column tested unique and not_null;
+    explain says which."""
+    from compiler.compile import compile_project
+    from compiler.kinds.mv.plan import mv_plan
+    from compiler.project import load_project
+
+    root = make_project({
+        "lineage/s.yml": "sources:\n  - {name: o, database: d, primary_key: [id], position: [v]}\n",
+        "seeds/shops.csv": "code,region,name\na,n,Alpha\n",
+        "seeds/shops.yml": "seeds:\n  - name: shops\n    constraints:\n      - {type: primary_key, columns: [code, region]}\n"
+                           "    columns:\n      - name: name\n        tests: [unique, not_null]\n",
+        "models/cats.sql": "{{ config(materialized='table') }}\nSELECT 1 AS id, 'x' AS name\n",
+        "models/cats.yml": "models:\n  - name: cats\n    columns:\n      - name: id\n        constraints: [{type: primary_key}]\n",
+        "models/wide.sql": "{{ config(materialized='mv') }}\nSELECT o.id, s.name, c.name AS cat FROM {{ source('d', 'o') }} AS o\n"
+                           "LEFT JOIN {{ ref('shops') }} AS s ON s.code = o.code AND s.region = o.region\n"
+                           "LEFT JOIN {{ ref('cats') }} AS c ON c.id = o.cat_id\n",
+    })
+    manifest = compile_project(load_project(root))
+    inputs = mv_plan(manifest.models["wide"], manifest).inputs
+    assert (inputs["shops"].key, inputs["shops"].key_from) == (("code", "region"), "constraints primary_key at seeds/shops.yml:4")
+    assert (inputs["cats"].key, inputs["cats"].key_from) == (("id",), "constraints primary_key at models/cats.yml:5")
+    assert inputs["d.o"].key_from == "primary_key at lineage/s.yml:2"
