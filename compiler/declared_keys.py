@@ -2,8 +2,8 @@
 keys its rows by (``compiler.kinds.mv.plan``).
 
 In order: the ``unique_key`` config, then dbt's ``constraints`` (``primary_key``), then a column
-that carries both a ``unique`` and a ``not_null`` test (what dbt projects already declare of their keys). A key found nowhere is none:
-the ``mv`` then says the input cannot be mapped.
+that carries both a ``unique`` and a ``not_null`` test (what dbt projects already declare of their
+keys). A key found nowhere is none: the ``mv`` then says the input has no key.
 """
 
 from __future__ import annotations

@@ -4,10 +4,11 @@ Rows are matched by the model's unique key: keys only in the recomputation are *
 keys only in the stored rows are *extra*, keys in both whose columns differ (NULL-safe)
 are *different*; keys stored twice are *duplicate*. Rows without a key readers see (an MV that
 does not select the grain of its one-to-many join) are matched as a multiset: whole rows, copy by
-copy. It is the user-facing audit and the oracle of the tests. The comparison runs in Spark; the driver sees counts and a few
-sample keys only. The recomputation runs once (kept in Spark's cache, memory then disk, for
-the comparison) and every count comes from one more job: on the tests' tiny tables a verdict
-took 40% less wall than with a job per count and the SELECT computed twice.
+copy. It is the user-facing audit and the oracle of the tests. The comparison runs in Spark;
+the driver sees counts and a few sample keys only. The recomputation runs once (kept in Spark's
+cache, memory then disk, for the comparison) and every count comes from one more job: on the
+tests' tiny tables a verdict took 40% less wall than with a job per count and the SELECT
+computed twice.
 
 A kind says what its rows must equal (``ModelKind.expected``: the SELECT, its parameters and
 key); a kind without an answer is reported as not verifiable rather than silently passing. A ``fact`` is compared with its SELECT over everything up to the committed position,
