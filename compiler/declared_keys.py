@@ -26,9 +26,10 @@ class DeclaredKey:
 
 
 def declared_key(manifest: "Manifest", model: "Model") -> DeclaredKey | None:
-    """The key ``model`` declares, or None."""
+    """The key ``model`` declares, or None. An incremental model's ``unique_key`` is a key only when
+    it merges by it (``append`` and ``insert_overwrite`` keep whatever rows come)."""
     stated = tuple(getattr(model.kind, "unique_key", ()) or ())
-    if stated:
+    if stated and getattr(model.kind, "incremental_strategy", "merge") == "merge":
         line = model.config_lines.get("unique_key")
         return DeclaredKey(stated, f"unique_key at {model.path}{f':{line}' if line else ''}")
     return model.constraint_key or key_from_tests(model.name, manifest.tests.values())

@@ -217,3 +217,24 @@ def test_an_input_table_or_seed_is_keyed_by_what_the_project_declares(make_proje
     assert (inputs["shops"].key, inputs["shops"].key_from) == (("code", "region"), "constraints primary_key at seeds/shops.yml:4")
     assert (inputs["cats"].key, inputs["cats"].key_from) == (("id",), "constraints primary_key at models/cats.yml:5")
     assert inputs["d.o"].key_from == "primary_key at lineage/s.yml:2"
+
+
+def test_an_incremental_model_is_keyed_by_its_unique_key_only_when_it_merges_by_it(make_project):
+    from compiler.compile import compile_project
+    from compiler.kinds.mv.plan import mv_plan
+    from compiler.project import load_project
+
+    def project(strategy: str):
+        return make_project({
+            "lineage/s.yml": "sources:\n  - {name: o, database: d, primary_key: [id], position: [v]}\n",
+            "models/cats.sql": f"{{{{ config(materialized='incremental', incremental_strategy='{strategy}', "
+                               "unique_key='id', table_format='delta') }}\nSELECT 1 AS id, 'x' AS name\n",
+            "models/wide.sql": "{{ config(materialized='mv') }}\nSELECT o.id, c.name FROM {{ source('d', 'o') }} AS o\n"
+                               "LEFT JOIN {{ ref('cats') }} AS c ON c.id = o.cat_id\n",
+        })
+
+    manifest = compile_project(load_project(project("merge")))
+    assert mv_plan(manifest.models["wide"], manifest).inputs["cats"].key == ("id",)
+    with pytest.raises(CompileError) as error:
+        compile_project(load_project(project("append")))  # an appended row may repeat a key
+    assert [(p.path, p.line, p.code) for p in error.value.problems] == [("models/wide.sql", 3, "mv-no-key")]

@@ -313,7 +313,7 @@ def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
         if other.name == model.name or (reads is not None and other.relation not in reads):
             continue
         kind = other.kind.name
-        mode = {"table": "table", "seed": "table", "mv": "mv"}.get(kind)  # a seed is diffed like a table
+        mode = {"table": "table", "seed": "table", "incremental": "table", "mv": "mv"}.get(kind)  # diffed like a table
         declared = declared_key(manifest, other) if mode else None
         key, key_from = (declared.columns, declared.origin) if declared else ((), "")
         why = "" if mode else f"model '{other.name}' is a {kind}: mvflow cannot see which of its rows change"
