@@ -260,6 +260,11 @@ def test_an_mv_reads_a_seed_keyed_by_its_tests(spark, make_project, fmt):
     try:
         manifest = env.manifest()
         mv = manifest.models["item_shops"]
+        from compiler.kinds.mv.refresh import watch_spec
+
+        assert {t.rsplit("__", 1)[-1] for t in watch_spec(mv_plan(mv, manifest), "x").tables if "shops" in t} == \
+            ({"mvflow_a", "mvflow_b"} if manifest.models["shops"].table_format == "parquet" else {f"{env.mart}.shops"}), \
+            "the seed's files are watched"
         text = explain(mv_plan(mv, manifest))
         assert "key (code, tests unique and not_null of column code at seeds/shops.yml:5)" in text, text[:1500]
         report, _ = env.run(["shops", "item_shops"])

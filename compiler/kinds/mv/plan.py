@@ -40,6 +40,7 @@ from sqlglot import exp
 from ...declared_keys import declared_key
 from ...errors import CompileError, Problem
 from ...parse import table_name
+from ...table_format import DELTA
 from . import MvKind
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ class InputInfo:
     table_format: str = ""  # a model input's format; "" for a source (known only when the run looks)
     origin: str = ""  # where a source is declared (``lineage/x.yml:12``), for run-time errors
     key_from: str = ""  # where its key was declared, in words (``mvflow explain``)
+    in_slots: bool = False  # a parquet table or seed: its files are in two slot tables behind a view
 
     @property
     def slug(self) -> str:
@@ -291,6 +293,7 @@ class _Input:
     unique: tuple[tuple[str, ...], ...] = ()  # alternate unique keys (a source's ``unique:``)
     fix: str = ""  # what to do when it cannot be mapped, if not the usual
     key_from: str = ""
+    in_slots: bool = False
 
 
 def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
@@ -332,7 +335,7 @@ def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
                                          position=(BATCH,) if kind == "mv" else (),
                                          feed=f"{other.relation}__mvflow_changes" if kind == "mv" else None, why=why,
                                          table_format=getattr(other, "table_format", "") or "", fix=fix,
-                                         key_from=key_from)
+                                         key_from=key_from, in_slots=kind in ("table", "seed") and other.table_format != DELTA)
     return catalog
 
 
@@ -817,7 +820,7 @@ class _Analyzer:
             inputs[input_id] = InputInfo(input_id, source.relation, source.mode, key_cols,
                                          key_cols + tuple(sorted(used[input_id] - set(key_cols))),
                                          source.position, source.feed, source.table_format, source.origin,
-                                         source.key_from)
+                                         source.key_from, source.in_slots)
         return MvPlan(self.name, self.relation, self.path, key, tuple(columns), hidden, tuple(parts), inputs,
                       tuple(self.warnings), self.table_format)
 

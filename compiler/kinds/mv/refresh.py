@@ -41,7 +41,6 @@ from ...leases import kept
 from ...phases import PhaseHook, no_phase
 from ...spark_connect import launch_conf
 from ...state import Commit, Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
-from ...table_format import DELTA
 from ..table import SLOTS, slot_table
 from . import MvKind, strategy
 from .change_modes import ChangeMode, Probe, history_gone, resolve
@@ -193,14 +192,14 @@ def next_run(manifest: "Manifest", model: "Model", store: StateStore, now: datet
 
 
 def watch_spec(plan: MvPlan, definition: str) -> watch.Spec:
-    """An MV waits on its inputs' tables (a table model's two slots, or its Delta table when the
-    plan says it is stored as Delta) and on upstream MVs' topics."""
+    """An MV waits on its inputs' tables (the two slots of a parquet table model or seed, else the
+    table under the input's name) and on upstream MVs' topics."""
     tables: list[str] = []
     topics: list[str] = []
     for info in plan.inputs.values():
         if info.mode == "mv":
             topics.append(info.id)
-        elif info.mode == "table" and info.table_format != DELTA:
+        elif info.in_slots:
             tables += [slot_table(info.relation, slot) for slot in SLOTS]
         else:
             tables += [info.relation, *([info.feed] if info.feed else [])]

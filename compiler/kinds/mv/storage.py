@@ -13,9 +13,10 @@ same way for both formats; a storage writes what it computed:
 - ``DeltaStorage`` (``table_format: delta``): one Delta table with the MV's columns and its hidden
   key columns (``_mvflow_k_*``): under the model's name when there are none, else beside it
   (``__mvflow_rows``) and read through a view of the SELECT's columns under the model's name. A
-  build is ``CREATE OR REPLACE TABLE … AS``; a batch is one ``MERGE`` (one Delta commit). The table's version at each commit is kept in ``MvState.version``: key
-  queries read the MV as of that version, and a redo first restores the table to it, so a
-  crashed try's MERGE leaves nothing behind whatever the redo finds.
+  build is ``CREATE OR REPLACE TABLE … AS``; a batch is one ``MERGE`` (one Delta commit). The
+  table's version at each commit is kept in ``MvState.version``: key queries read the MV as of
+  that version, and a redo first restores the table to it, so a crashed try's MERGE leaves
+  nothing behind whatever the redo finds.
 
 Every statement comes from ``compiler.kinds.mv.derive`` (written under ``target/run/<mv>/``).
 """
@@ -211,11 +212,11 @@ class ParquetStorage:
         unpublished = run.publish_all(run.spark.table(self._table("base", slot)).select(*run.plan.key), old, batch,
                                       base_table=self._table("base", slot))
         run.phase("mv:build-published")
-        # the Delta format's tables, when switching (a state of this format's says there are none)
-        if not state.slot and _is_view(run.spark, run.plan.relation) is False:
-            run.sql("drop_table")
-        if not state.slot and run.spark.catalog.tableExists(run.plan.table_name("rows")):
-            run.sql("drop_rows")
+        if not state.slot:  # the Delta format's tables, when switching (a state of this format's says there are none)
+            if _is_view(run.spark, run.plan.relation) is False:
+                run.sql("drop_table")
+            if run.spark.catalog.tableExists(run.plan.table_name("rows")):
+                run.sql("drop_rows")
         run.sql(f"plain:{slot}")
         run.sql("readable_view")
         run.phase("mv:build-swapped")
@@ -339,7 +340,7 @@ class DeltaStorage:
         old = self._as_of(state.version).select(*run.plan.key) \
             if run.plan.consumers and self.exists(state) and state.definition == run.definition else None
         switching = state.version < 0 or bool(state.slot)  # the last state is not this format's: parquet's may be there
-        behind_view = "reader_view" in run.derived.queries
+        behind_view = self.table != run.plan.relation
         if not behind_view and _is_view(run.spark, self.table):  # the parquet format's view, or this one's reader view
             run.sql("drop_view")
         run.sql("build")
