@@ -267,6 +267,20 @@ class World:
         self.dirty.clear()
 
     # -- the MV ------------------------------------------------------------------------
+    def recompile(self) -> None:
+        """Compile the project again (after a model file changed)."""
+        self.manifest = compile_project(load_project(self.root))
+
+    def build_views(self) -> None:
+        """Create the project's view models (an MV reads through them; ``verify`` reads them)."""
+        from compiler.kinds.view import run_view
+
+        for name in self.manifest.order():
+            model = self.manifest.models[name]
+            if model.kind.name == "view":
+                result = run_view(self.spark, self.manifest, model)
+                assert result.status == "success", result.message
+
     def refresh(self, name: str = "wide", **options):
         self.flush()
         return refresh_mv(self.spark, self.manifest, self.manifest.models[name], self.store, **options)

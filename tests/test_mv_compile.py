@@ -1,6 +1,7 @@
 """Derived SQL of mv models, checked against fixture files (like sqlglot's optimizer fixtures):
 ``tests/fixtures/mv/key_queries.sql`` holds cases of model SQL → expected derived query and
-``key_queries__invalid.sql`` models that must fail with a given code and line."""
+``key_queries__invalid.sql`` models that must fail with a given code and line; a case's
+``# view: d.v AS SELECT …`` lines declare the views its SQL reads."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ def load_cases(name: str) -> list[dict]:
         if line.startswith("--"):
             continue
         match = re.match(r"^# (\w+): (.*)$", line)
+        if match and match.group(1) == "view":  # ``# view: d.v AS SELECT …``, one line per view
+            relation, sql = re.match(r"^([\w.]+) AS (.*)$", match.group(2).strip()).groups()
+            meta.setdefault("views", {})[relation] = sql
+            continue
         if match:
             (meta if statements or buffer or meta or cases else defaults)[match.group(1)] = match.group(2).strip()
             if match.group(1) in ("title", "code"):
@@ -54,7 +59,7 @@ def _plan(case: dict):
     unique_key = tuple(case["unique_key"].split(",")) if case.get("unique_key") else ()
     columns = {t: tuple(c.split(",")) for t, c in (i.split("=") for i in case.get("columns", "").split())}
     return plan_from_sql(case["sql"][0], parse_sources(case["sources"]), unique_key=unique_key, columns=columns,
-                         table_format=case.get("table_format", "parquet"))
+                         table_format=case.get("table_format", "parquet"), views=case.get("views"))
 
 
 def _normal(sql: str) -> str:

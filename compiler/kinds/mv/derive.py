@@ -215,6 +215,9 @@ def explain(plan: MvPlan, notes: Iterable[str] = ()) -> str:
                 f"per main row ({', '.join(plan.grouped.main_key_columns)}); a refresh recomputes the groups the "
                 "members of the affected main keys were in or are in now"] if plan.grouped else []),
              f"  hidden key columns: {', '.join(plan.hidden) or '(none)'}",
+             *([f"  reads through the views {', '.join(plan.views)}: their SQL is expanded into the SELECT (its CTEs "
+                "inlined, * expanded), their tables are the inputs, and a change of their SQL rebuilds the MV"]
+               if plan.views else []),
              *([f"  stored in {plan.table}, read through the view {plan.relation} (the SELECT's columns"
                 f"{' of the group rows' if plan.grouped else ''})"] if plan.table_format == "delta" and plan.table != plan.relation else []),
              *notes]

@@ -35,13 +35,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+import networkx as nx
 from sqlglot import exp
 
 from ...declared_keys import declared_key
 from ...errors import CompileError, Problem
-from ...parse import table_name
+from ...graph import is_model, model_id, node_name
+from ...parse import table_name, table_references
 from ...table_format import DELTA
 from . import MvKind
+from .normalize import Relations, normalize
+from .normalize.merge import why_not_merged
+from .normalize.scope import sources as _sources
 
 if TYPE_CHECKING:
     from ...compile import Manifest, Model
@@ -194,6 +199,7 @@ class MvPlan:
     table_format: str = "parquet"  # delta: a plain Delta table updated by MERGE; parquet: base + delta + view
     cluster_by: tuple[str, ...] = ()  # delta: the table's liquid clustering columns
     consumers: tuple[str, ...] = ()  # the MVs of the project that read this one (they read its published keys)
+    views: tuple[str, ...] = ()  # the views its SELECT reads, expanded into it (their sources are its inputs)
 
     @property
     def all_columns(self) -> tuple[str, ...]:
@@ -249,10 +255,27 @@ def mv_plan(model: "Model", manifest: "Manifest") -> MvPlan:
     >>> plan.key, plan.hidden
     (('id',), ('_mvflow_k_c_id',))
     """
-    return manifest.derived("mv_plan", model, lambda: replace(_Analyzer(
-        model.name, model.relation, model.path, _line_offset(model), model.ast, _catalog(manifest, model),
-        tuple(getattr(model.kind, "unique_key", ()) or ()), model.table_format).plan(),
-        cluster_by=tuple(getattr(model.kind, "cluster_by", ()) or ()), consumers=mv_consumers(manifest, model.name)))
+    def plan() -> MvPlan:
+        views: list[str] = []
+        query = normalize(model.ast, _relations(manifest, model), views)
+        reads = {name for name, _ in table_references(query)}
+        return replace(_Analyzer(model.name, model.relation, model.path, _line_offset(model), query,
+                                 _catalog(manifest, model, reads), tuple(getattr(model.kind, "unique_key", ()) or ()),
+                                 model.table_format).plan(),
+                       cluster_by=tuple(getattr(model.kind, "cluster_by", ()) or ()),
+                       consumers=mv_consumers(manifest, model.name), views=tuple(sorted(views)))
+
+    return manifest.derived("mv_plan", model, plan)
+
+
+def _relations(manifest: "Manifest", model: "Model") -> Relations:
+    """The views an MV's SELECT may read (expanded into it) and every table's known columns."""
+    columns: dict[str, tuple[str, ...] | None] = {
+        s.id.lower(): tuple(c.name for c in s.columns) or None for s in manifest.sources.values()}
+    columns.update({m.relation: tuple(m.columns) if m.columns else None for m in manifest.models.values()})
+    views = {m.relation: m.ast for m in manifest.models.values()
+             if m.kind.name == "view" and m.name != model.name and m.ast is not None}
+    return Relations(columns, views)
 
 
 def mv_consumers(manifest: "Manifest", name: str) -> tuple[str, ...]:
@@ -265,8 +288,10 @@ def mv_consumers(manifest: "Manifest", name: str) -> tuple[str, ...]:
 
 def plan_from_sql(sql: str, inputs: dict[str, tuple], unique_key: tuple[str, ...] = (),
                   name: str = "mv", columns: dict[str, tuple[str, ...]] | None = None,
-                  table_format: str = "parquet", cluster_by: tuple[str, ...] = ()) -> MvPlan:
-    """A plan from bare SQL and ``{table: (mode, key[, alternate unique keys])}`` (tests, docs examples)."""
+                  table_format: str = "parquet", cluster_by: tuple[str, ...] = (),
+                  views: dict[str, str] | None = None) -> MvPlan:
+    """A plan from bare SQL and ``{table: (mode, key[, alternate unique keys])}`` (tests, docs
+    examples); ``views`` maps a view's relation to its SELECT."""
     from ...parse import parse_select
 
     catalog = {t: _Input(t, t, None if mode in ("view", "fact") else mode, tuple(key), (columns or {}).get(t),
@@ -274,8 +299,12 @@ def plan_from_sql(sql: str, inputs: dict[str, tuple], unique_key: tuple[str, ...
                          feed=f"{t}_changes" if mode == "changes" else f"{t}__mvflow_changes" if mode == "mv" else None,
                          why=f"{t} is a {mode}", unique=tuple(tuple(u) for u in (unique[0] if unique else ())))
                for t, (mode, key, *unique) in inputs.items()}
-    return replace(_Analyzer(name, f"db.{name}", f"models/{name}.sql", 0, parse_select(sql, f"models/{name}.sql"),
-                             catalog, tuple(unique_key), table_format).plan(), cluster_by=tuple(cluster_by))
+    relations = Relations({t: (columns or {}).get(t) for t in inputs},
+                          {v: parse_select(text, f"models/{v}.sql") for v, text in (views or {}).items()})
+    expanded: list[str] = []
+    query = normalize(parse_select(sql, f"models/{name}.sql"), relations, expanded)
+    return replace(_Analyzer(name, f"db.{name}", f"models/{name}.sql", 0, query, catalog, tuple(unique_key),
+                             table_format).plan(), cluster_by=tuple(cluster_by), views=tuple(sorted(expanded)))
 
 
 @dataclass(frozen=True)
@@ -296,12 +325,14 @@ class _Input:
     in_slots: bool = False
 
 
-def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
-    """Every table the MV reads, by relation name (only those: a project has many)."""
-    reads = {name for name, _ in model.tables_read} or None  # None: not known, take everything
+def _catalog(manifest: "Manifest", model: "Model", reads: set[str]) -> dict[str, _Input]:
+    """Every table the MV reads (its views expanded), by relation name (only those: a project has many)."""
+    graph = manifest.graph
+    upstream_models = {node_name(n) for n in nx.ancestors(graph, model_id(model.name)) if is_model(n)} \
+        if graph is not None and model_id(model.name) in graph else set()
     catalog: dict[str, _Input] = {}
     for source in manifest.sources.values():
-        if reads is not None and source.id.lower() not in reads:
+        if source.id.lower() not in reads:
             continue
         columns = tuple(c.name for c in source.columns) or None
         plain = source.change_mode == "none"  # a dbt source: read in full, its changes unseen
@@ -313,15 +344,15 @@ def _catalog(manifest: "Manifest", model: "Model") -> dict[str, _Input]:
                                       "change mode: declare it in lineage/*.yml" if plain else "",
             key_from=f"primary_key at {source.path}:{source.line}")
     for other in manifest.models.values():
-        if other.name == model.name or (reads is not None and other.relation not in reads):
+        if other.name == model.name or other.relation not in reads:
             continue
         kind = other.kind.name
         mode = {"table": "table", "seed": "table", "incremental": "table", "mv": "mv"}.get(kind)  # diffed like a table
         declared = declared_key(manifest, other) if mode else None
         key, key_from = (declared.columns, declared.origin) if declared else ((), "")
         why = "" if mode else f"model '{other.name}' is a {kind}: mvflow cannot see which of its rows change"
-        upstream = _mv_plan_of(other, manifest) if kind == "mv" and other.name in model.depends_on_models else None
-        if upstream is not None:  # upstream only: the DAG ends the recursion
+        upstream = _mv_plan_of(other, manifest) if kind == "mv" and other.name in upstream_models else None
+        if upstream is not None:  # upstream only (directly or through views): the DAG ends the recursion
             key, key_from = upstream.key, f"mv '{other.name}' derives it"  # it has the grain of one-to-many joins
             if upstream.grouped:
                 mode, why = None, f"model '{other.name}' is a GROUP BY mv: its changed groups are not published yet"
@@ -431,14 +462,23 @@ class _Analyzer:
         return [query]
 
     def _check_select_shape(self, select: exp.Select, alone: bool) -> None:
+        derived = [s for s in _sources(select) if isinstance(s, exp.Subquery)]
+        for table in derived:
+            why = why_not_merged(select, table) or "it could not be merged"
+            hint = ("make the aggregate an mv of its own, or the model a 'table'" if "aggregat" in why else
+                    "write it as tables joined by keys, or make the model a 'table'")
+            self.problem(table.args.get("alias") or table, "mv-subquery",
+                         f"the derived table '{table.alias_or_name}' (a CTE, view or subquery) cannot be refreshed by key: {why}",
+                         hint)
+        reported = {id(table) for table in derived}
         checks = (
             (not alone and _aggregates(select), "mv-aggregate",
              "aggregates (GROUP BY, HAVING, aggregate functions) are not supported in a UNION ALL part of an mv"),
             (select.args.get("distinct"), "mv-distinct", "SELECT DISTINCT is not supported in an mv"),
             (select.find(exp.Window) or select.args.get("qualify"), "mv-window", "window functions are not supported in an mv"),
-            (next((s for s in select.find_all(exp.Subquery, exp.Exists) if s is not select), None)
-             or next((s for s in select.find_all(exp.Select) if s is not select), None),
-             "mv-subquery", "subqueries are not supported in an mv"),
+            (next((s for s in select.find_all(exp.Subquery, exp.Exists) if s is not select and id(s) not in reported), None)
+             or next((s for s in select.find_all(exp.Select) if s is not select and id(s.parent) not in reported), None),
+             "mv-subquery", "subqueries (IN, EXISTS, scalar) are not supported in an mv"),
             (select.args.get("order") or select.args.get("limit") or select.args.get("offset"), "mv-order-limit",
              "ORDER BY / LIMIT are not supported in an mv"),
             (select.args.get("laterals"), "mv-subquery", "LATERAL VIEW is not supported in an mv"),
@@ -466,12 +506,13 @@ class _Analyzer:
                          "write ON x.col = y.col AND …")
             return
         if not isinstance(join.this, exp.Table):
-            self.problem(join, "mv-subquery", "joining a subquery is not supported in an mv", _SUGGEST_TABLE)
-            return
+            return  # a derived table: reported with its reason
+        joined = join.this.alias_or_name.lower()
         for conjunct in conjuncts(join.args["on"]):
-            if not _is_equality(conjunct):
+            if not _is_equality(conjunct) and not _filters(conjunct, joined):
                 self.problem(conjunct, "mv-join-condition", f"join condition '{conjunct.sql(dialect='spark')}' is not an equality",
-                             "a join condition is an AND of column = column or column = literal; move other filters to WHERE")
+                             "a join condition is an AND of column = column, column = literal and conditions on the "
+                             "joined table's own columns; move other filters to WHERE")
 
     # GROUP BY -----------------------------------------------------------------------------
     def _members(self, select: exp.Select, info: dict) -> exp.Select:
@@ -660,6 +701,8 @@ class _Analyzer:
         literals: dict[str, exp.Expression] = {}
         parents: set[str] = set()
         for conjunct in conjuncts(join.args["on"]):
+            if not _is_equality(conjunct):  # a filter on the joined rows: it binds nothing
+                continue
             left, right = conjunct.this, conjunct.expression
             mine, other = (left, right) if alias_of(left) == alias else (right, left)
             if alias_of(mine) != alias:
@@ -852,6 +895,11 @@ def _is_equality(node: exp.Expression) -> bool:
     sides = (node.this, node.expression)
     columns = [s for s in sides if isinstance(s, exp.Column)]
     return len(columns) == 2 or (len(columns) == 1 and any(_is_literal(s) for s in sides))
+
+
+def _filters(node: exp.Expression, alias: str) -> bool:
+    """Whether a join condition reads the joined table's columns only (a filter on its rows)."""
+    return {alias_of(c) for c in node.find_all(exp.Column)} == {alias} and not node.find(exp.Query)
 
 
 def alias_of(node: exp.Expression) -> str:
