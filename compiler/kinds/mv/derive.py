@@ -16,7 +16,7 @@ from .plan import BATCH, DELETED, SLOTS, MvPlan, mv_plan
 from .queries import (affected_keys_query, aliased_table, change_query, chunk_query, delta_query, diff_ways, diffed,
                       full_query, group_rows, identifier_table, key_query, key_query_methods, lookup_query, merge_statement, mode_words,
                       refresh_query, snapshot_query, state_query, stored_grain_keys, stored_query, stored_version_query,
-                      version_diff_query, walk_query)
+                      touched_groups, version_diff_query, walk_query)
 
 if TYPE_CHECKING:
     from ...compile import Manifest, Model
@@ -103,8 +103,7 @@ def _derive_delta(plan: MvPlan, q: dict[str, str]) -> None:
         q["drop_table"] = f"DROP TABLE IF EXISTS {plan.relation}"  # a Delta MV's table under its name, when it was one
     else:  # the table beside a view, when it was one
         q["drop_rows"] = f"DROP TABLE IF EXISTS {plan.table_name('rows')}"
-    if not plan.grouped:  # no MV may read a GROUP BY MV yet: nothing to publish to
-        q["publish"] = _publish(plan)
+    q["publish"], q["publish_all"] = _publish(plan), _publish(plan, every=True)
     # the parquet format's storage, when a model switches to Delta
     q["drop_view"] = f"DROP VIEW IF EXISTS {plan.relation}"
     for slot in SLOTS:
@@ -135,8 +134,7 @@ def _derive_parquet(plan: MvPlan, q: dict[str, str]) -> None:
                              f"GROUP BY {keys}\nHAVING COUNT(*) > 1\nORDER BY {keys}\nLIMIT {DUPLICATES_SHOWN}")
     q["drop_batch"] = f"ALTER TABLE {delta} DROP IF EXISTS PARTITION ({BATCH} = :batch)"  # bind_literal: a literal only
     q["create_changes"] = _create_changes(plan, base)
-    if not plan.grouped:  # no MV may read a GROUP BY MV yet: nothing to publish to
-        q["publish"] = _publish(plan)
+    q["publish"], q["publish_all"] = _publish(plan), _publish(plan, every=True)
     # the size of the delta, so that readers' plans broadcast a small one instead of shuffling the base
     q["delta_stats"] = f"ANALYZE TABLE {delta} COMPUTE STATISTICS NOSCAN"
     for slot in SLOTS:
@@ -164,22 +162,25 @@ def bind_literal(text: str, name: str, value: int) -> str:
     return re.sub(rf":{name}\b", str(int(value)), text)
 
 
-def _publish(plan: MvPlan) -> str:
-    """The MV keys a batch replaced, for the MVs that read this one: the affected keys, or with a
-    grain, the stored keys of the affected main keys and the recomputed ones."""
+def _publish(plan: MvPlan, every: bool = False) -> str:
+    """The keys a batch replaced, for the MVs that read this one (``MvPlan.published_key``): the
+    affected keys; with a grain, the stored keys of the affected main keys and the recomputed
+    ones; of a GROUP BY MV, the groups it recomputed. ``every``: a build's, from the view ``keys``."""
     batch = exp.alias_(exp.cast(exp.Placeholder(this="batch"), "BIGINT"), BATCH)
     keys: exp.Expression = exp.to_table(plan.view_name("keys"))
-    if plan.grain:
+    if plan.grouped and not every:
+        keys = touched_groups(plan).subquery("k")
+    elif plan.grain and not every:
         keys = exp.union(stored_grain_keys(plan), exp.select(*plan.key).from_(plan.view_name("rows")),
                          distinct=True).subquery("k")
-    select = pretty(exp.select(*plan.key, batch).from_(keys))
+    select = pretty(exp.select(*plan.published_key, batch).from_(keys))
     return f"INSERT OVERWRITE TABLE {plan.table_name('changes')} PARTITION ({BATCH})\n{select}"
 
 
 def _create_changes(plan: MvPlan, table: str) -> str:
     """The table publishing each batch's MV keys for stacked MVs (parquet, a partition per batch)."""
     return (f"CREATE TABLE IF NOT EXISTS {plan.table_name('changes')}\nUSING parquet\nPARTITIONED BY ({BATCH})\nAS\n"
-            f"SELECT {', '.join(plan.key)}, CAST(0 AS BIGINT) AS {BATCH}\nFROM {table}\nLIMIT 0")
+            f"SELECT {', '.join(plan.published_key)}, CAST(0 AS BIGINT) AS {BATCH}\nFROM {table}\nLIMIT 0")
 
 
 def input_paths(plan: MvPlan) -> dict[str, dict]:

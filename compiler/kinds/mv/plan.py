@@ -226,6 +226,12 @@ class MvPlan:
         return key if set(key) <= set(self.columns) else ()
 
     @property
+    def published_key(self) -> tuple[str, ...]:
+        """The key of what each batch publishes for the MVs that read this one: readers' key (a
+        GROUP BY MV's groups), the MV's key otherwise."""
+        return tuple(name for name, _ in self.grouped.groups) if self.grouped else self.key
+
+    @property
     def table(self) -> str:
         """The stored Delta table: under the model's name, except when it holds what readers must not
         see (hidden key columns; a GROUP BY MV's member rows): then it is a table beside it, read
@@ -353,9 +359,8 @@ def _catalog(manifest: "Manifest", model: "Model", reads: set[str]) -> dict[str,
         why = "" if mode else f"model '{other.name}' is a {kind}: mvflow cannot see which of its rows change"
         upstream = _mv_plan_of(other, manifest) if kind == "mv" and other.name in upstream_models else None
         if upstream is not None:  # upstream only (directly or through views): the DAG ends the recursion
-            key, key_from = upstream.key, f"mv '{other.name}' derives it"  # it has the grain of one-to-many joins
-            if upstream.grouped:
-                mode, why = None, f"model '{other.name}' is a GROUP BY mv: its changed groups are not published yet"
+            # its published key: with the grain of one-to-many joins, or a GROUP BY MV's groups
+            key, key_from = upstream.published_key, f"mv '{other.name}' derives it"
         columns, fix = tuple(other.columns) if other.columns else None, ""
         if upstream is not None and mode and not upstream.visible_key:  # readers see its SELECT's columns only
             hidden = ", ".join(k for k in upstream.key if k not in upstream.columns)

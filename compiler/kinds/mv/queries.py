@@ -366,6 +366,15 @@ def stored_grain_keys(plan: MvPlan) -> exp.Select:
     return _stored_of_affected(plan, plan.key, "s").distinct()
 
 
+def touched_groups(plan: MvPlan) -> exp.Query:
+    """The groups of a GROUP BY MV that a batch recomputed: those its affected members were in
+    (stored) or are in now (the recomputed member rows)."""
+    names = [name for name, _ in plan.grouped.groups]
+    now = exp.select(*[exp.column(n, "r") for n in names]).from_(aliased_table(plan.view_name("rows"), "r")).where(
+        exp.not_(group_rows(plan, "r")))
+    return exp.union(_stored_groups(plan), now, distinct=True)
+
+
 def _replaced_keys(plan: MvPlan) -> exp.Query:
     """The stored keys a batch of a grain or GROUP BY MV replaces: the rows of the affected main
     keys and, of a GROUP BY MV, the rows of the groups they were in or are in now (a group that
@@ -374,9 +383,7 @@ def _replaced_keys(plan: MvPlan) -> exp.Query:
     if not plan.grouped:
         return members
     names = [name for name, _ in plan.grouped.groups]
-    now = exp.select(*[exp.column(n, "r") for n in names]).from_(aliased_table(plan.view_name("rows"), "r")).where(
-        exp.not_(group_rows(plan, "r")))
-    touched = exp.union(_stored_groups(plan), now, distinct=True).subquery("g")
+    touched = touched_groups(plan).subquery("g")
     groups = (exp.select(*[exp.column(k, "s") for k in plan.key]).from_(aliased_table(plan.view_name("stored"), "s"))
               .where(exp.and_(group_rows(plan, "s"), _in_groups([exp.column(n, "s") for n in names], names, touched))))
     return exp.union(members, groups, distinct=True)

@@ -443,18 +443,25 @@ class _Refresh:
         return Outcome(batch, "build", rows=new_state.base_rows, groups=new_state.groups, reason=reason,
                        decision=self.decision)
 
-    def publish_all(self, keys: "DataFrame", old: "DataFrame | None", batch: int, **args: Any) -> int:
-        """After a build every key may have changed: publish the new keys and the ``old`` ones for
-        the MVs that read this one (``MvPlan.consumers``). With none, only the empty table later
-        batches publish into is made, and the build's batch is returned (``MvState.unpublished``:
-        an MV that reads this one from an older batch must rebuild); else 0."""
+    def publish_all(self, rows: "DataFrame", old: "DataFrame | None", batch: int, **args: Any) -> int:
+        """After a build every key may have changed: publish the keys of the new ``rows`` and of the
+        ``old`` ones for the MVs that read this one (``MvPlan.consumers``). With none, only the empty
+        table later batches publish into is made, and the build's batch is returned
+        (``MvState.unpublished``: an MV that reads this one from an older batch must rebuild); else 0."""
         self._sql("drop_changes")
         self._sql("create_changes", **args)
         if not self.plan.consumers:
             return batch
-        self._view("keys", (keys if old is None else keys.union(old)).distinct())  # read once, by publish
-        self._sql("publish", batch=batch)
+        keys = self.published(rows) if old is None else self.published(rows).union(self.published(old))
+        self._view("keys", keys.distinct())  # read once, by the publish
+        self._sql("publish_all", batch=batch)
         return 0
+
+    def published(self, rows: "DataFrame") -> "DataFrame":
+        """The published keys of stored rows (of a GROUP BY MV, its groups)."""
+        if self.plan.grouped:
+            rows = rows.where(f"{self.plan.grouped.main_key_columns[0]} IS NULL")
+        return rows.select(*self.plan.published_key)
 
     # -- key-driven refresh --------------------------------------------------------------
     def _refresh(self, batch: int, state: MvState, ranges: dict) -> Outcome:

@@ -120,7 +120,7 @@ class Runner(Protocol):
     def sql(self, name: str, frames: dict[str, "DataFrame"] | None = None, **args: Any) -> "DataFrame": ...
     def view(self, what: str, frame: "DataFrame") -> None: ...
     def save_state(self, state: MvState) -> None: ...
-    def publish_all(self, keys: "DataFrame", old: "DataFrame | None", batch: int, **args: Any) -> int: ...
+    def publish_all(self, rows: "DataFrame", old: "DataFrame | None", batch: int, **args: Any) -> int: ...
     @property
     def definition(self) -> str: ...
 
@@ -208,8 +208,8 @@ class ParquetStorage:
         run.phase("mv:build-base-written")
         old = None
         if run.plan.consumers and self.exists(state) and state.definition == run.definition:
-            old = self._rows(state.slot).select(*run.plan.key)
-        unpublished = run.publish_all(run.spark.table(self._table("base", slot)).select(*run.plan.key), old, batch,
+            old = self._rows(state.slot)
+        unpublished = run.publish_all(run.spark.table(self._table("base", slot)), old, batch,
                                       base_table=self._table("base", slot))
         run.phase("mv:build-published")
         if not state.slot:  # the Delta format's tables, when switching (a state of this format's says there are none)
@@ -337,7 +337,7 @@ class DeltaStorage:
         run.save_state(replace(state, swapping="table"))
         run.phase("mv:build-marked")
         # the old keys, resolved before the table is replaced (every key may have changed)
-        old = self._as_of(state.version).select(*run.plan.key) \
+        old = self._as_of(state.version) \
             if run.plan.consumers and self.exists(state) and state.definition == run.definition else None
         switching = state.version < 0 or bool(state.slot)  # the last state is not this format's: parquet's may be there
         behind_view = self.table != run.plan.relation
@@ -359,7 +359,7 @@ class DeltaStorage:
         leftovers = [n for n in run.derived.queries if n.startswith("drop:")] if switching else []
         for name in leftovers:  # the parquet format's tables
             run.sql(name)
-        unpublished = run.publish_all(run.spark.table(self.table).select(*run.plan.key), old, batch)
+        unpublished = run.publish_all(run.spark.table(self.table), old, batch)
         run.phase("mv:build-published")
         groups = int(run.sql("count_groups").first()[0]) if run.plan.grouped else None
         return MvState(base_rows=rows, definition=run.definition, version=version, unpublished=unpublished,
