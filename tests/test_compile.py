@@ -198,7 +198,8 @@ def test_demo_manifest_content(tmp_path: Path):
     assert all(m["columns_known"] for m in models.values())
     for model in models.values():
         assert model["checksum"] == hashlib.sha256((project / model["path"]).read_bytes()).hexdigest()
-    assert manifest["children"]["stage.offers"] == ["category_stats", "offer_ids", "offers_wide", "shop_stats"]
+    assert manifest["children"]["stage.offers"] == ["offer_ids", "offers_wide", "shop_stats"]
+    assert manifest["children"]["offers_wide"][0] == "category_stats"  # an mv over the keys offers_wide publishes
     offers = manifest["sources"]["stage.offers"]
     assert offers["change_mode"] == "position" and offers["primary_key"] == ["offer_id"]
     assert manifest["sources"]["stage.orders"]["delay_seconds"] == 60

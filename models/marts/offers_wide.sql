@@ -2,6 +2,7 @@
 -- One wide row per active offer: everything a search page filters on.
 SELECT
   o.offer_id,
+  o.shop_id,
   o.title,
   o.base_price,
   s.name AS shop_name,
