@@ -88,9 +88,16 @@ left join counts on counts.shop_id = shops.shop_id
 """
 
 
+SHOP_CATEGORIES = """
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+select distinct shop_id, cat_id from {{{{ ref('stg_offers') }}}}
+"""
+
+
 def _world(spark, tmp_path, table_format: str = "parquet") -> World:
     world = World(spark, tmp_path, {"stg_offers": STG_OFFERS, "stg_shops": STG_SHOPS.replace("<shop_filter>", ""),
-                                    "offer_facts": OFFER_FACTS, "shop_counts": SHOP_COUNTS, "shop_summary": SHOP_SUMMARY},
+                                    "offer_facts": OFFER_FACTS, "shop_counts": SHOP_COUNTS, "shop_summary": SHOP_SUMMARY,
+                                    "shop_categories": SHOP_CATEGORIES},
                   table_format=table_format)
     seed(world)
     world.flush()
@@ -101,7 +108,8 @@ def _world(spark, tmp_path, table_format: str = "parquet") -> World:
 @pytest.mark.parametrize("table_format", ["parquet", "delta"])
 def test_marts_over_staging_views_and_import_ctes_refresh_by_key(spark, tmp_path, table_format):
     world = _world(spark, tmp_path, table_format)
-    marts = ("offer_facts", "shop_counts", "shop_summary")  # shop_summary reads the groups shop_counts publishes
+    # shop_summary reads the groups shop_counts publishes; shop_categories is a SELECT DISTINCT
+    marts = ("offer_facts", "shop_counts", "shop_summary", "shop_categories")
     for mart in marts:
         assert world.refresh(mart).mode == "build"
         world.check(mart)

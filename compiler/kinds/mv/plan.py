@@ -479,7 +479,9 @@ class _Analyzer:
         checks = (
             (not alone and _aggregates(select), "mv-aggregate",
              "aggregates (GROUP BY, HAVING, aggregate functions) are not supported in a UNION ALL part of an mv"),
-            (select.args.get("distinct"), "mv-distinct", "SELECT DISTINCT is not supported in an mv"),
+            (select.args.get("distinct"), "mv-distinct",
+             "SELECT DISTINCT is not supported in a UNION ALL part of an mv, nor with window functions",
+             "a part's rows are unique by its key already: leave DISTINCT out, or make the part an mv of its own"),
             (select.find(exp.Window) or select.args.get("qualify"), "mv-window", "window functions are not supported in an mv"),
             (next((s for s in select.find_all(exp.Subquery, exp.Exists) if s is not select and id(s) not in reported), None)
              or next((s for s in select.find_all(exp.Select) if s is not select and id(s.parent) not in reported), None),
@@ -488,13 +490,14 @@ class _Analyzer:
              "ORDER BY / LIMIT are not supported in an mv"),
             (select.args.get("laterals"), "mv-subquery", "LATERAL VIEW is not supported in an mv"),
         )
-        for node, code, message in checks:
+        for node, code, message, *hint in checks:
             if node:
-                self.problem(node if isinstance(node, exp.Expression) else select, code, message, _SUGGEST_TABLE)
+                self.problem(node if isinstance(node, exp.Expression) else select, code, message, *(hint or [_SUGGEST_TABLE]))
         for projection in select.expressions:
             if isinstance(projection, exp.Star) or (isinstance(projection, exp.Column) and projection.is_star):
-                self.problem(projection, "mv-star", "SELECT * is not supported in an mv",
-                             "list the columns: mvflow derives the key and the hidden columns from them")
+                self.problem(projection, "mv-star", "SELECT * over tables whose columns are not known is not supported "
+                             "in an mv", "declare the source's columns in lineage/*.yml, or list the columns: mvflow "
+                             "derives the key and the hidden columns from them")
         for join in select.args.get("joins") or []:
             self._check_join_shape(join)
 

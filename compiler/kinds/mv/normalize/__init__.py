@@ -8,9 +8,10 @@ compute and filter columns. Each rule rewrites one of those into the shape ``pla
 1. ``ctes``:  a CTE reference → the CTE's SELECT, as a derived table;
 2. ``views``: a view model's relation → the view's SELECT (normalized), as a derived table;
 3. ``stars``: ``*`` and ``t.*`` → the columns they stand for; unqualified columns qualified;
-4. ``merge``: a derived table that only renames, computes and filters columns → its tables.
+4. ``distinct``: ``SELECT DISTINCT`` → a ``GROUP BY`` of its columns;
+5. ``merge``: a derived table that only renames, computes and filters columns → its tables.
 
-Rules 3 and 4 run bottom-up, innermost SELECT first. What a rule cannot rewrite is left as it
+Rules 3 to 5 run bottom-up, innermost SELECT first. What a rule cannot rewrite is left as it
 is, for the analysis to refuse with its line and what to write instead.
 
 >>> from compiler.parse import parse_select, pretty
@@ -36,6 +37,7 @@ from typing import Mapping
 from sqlglot import exp
 
 from .ctes import inline_ctes
+from .distinct import distinct_as_group_by
 from .merge import merge_derived_tables
 from .scope import sources
 from .stars import expand_stars, qualify_columns
@@ -61,18 +63,19 @@ def normalize(query: exp.Query, relations: Relations, expanded: list[str] | None
     return _flatten(expand_views(inline_ctes(query.copy()), view, relations.views), relations)
 
 
-def _flatten(query: exp.Expression, relations: Relations) -> exp.Expression:
-    """``query`` with rules 3 and 4 applied bottom-up; returns what takes its place."""
+def _flatten(query: exp.Expression, relations: Relations, part: bool = False) -> exp.Expression:
+    """``query`` with rules 3 to 5 applied bottom-up; returns what takes its place. A ``part`` of a
+    set operation keeps its DISTINCT (a part cannot aggregate)."""
     if isinstance(query, exp.SetOperation):
-        query.set("this", _flatten(query.left, relations))
-        query.set("expression", _flatten(query.right, relations))
+        query.set("this", _flatten(query.left, relations, part=True))
+        query.set("expression", _flatten(query.right, relations, part=True))
     elif isinstance(query, exp.Subquery):
-        query.set("this", _flatten(query.this, relations))
+        query.set("this", _flatten(query.this, relations, part))
     elif isinstance(query, exp.Select):
         for source in sources(query):
             if isinstance(source, exp.Subquery):
                 _flatten(source, relations)
         expand_stars(query, relations.columns)
         qualify_columns(query, relations.columns)
-        return merge_derived_tables(query)
+        return merge_derived_tables(query if part else distinct_as_group_by(query))
     return query
