@@ -108,8 +108,10 @@ def _world(spark, tmp_path, table_format: str = "parquet") -> World:
 @pytest.mark.parametrize("table_format", ["parquet", "delta"])
 def test_marts_over_staging_views_and_import_ctes_refresh_by_key(spark, tmp_path, table_format):
     world = _world(spark, tmp_path, table_format)
-    # shop_summary reads the groups shop_counts publishes; shop_categories is a SELECT DISTINCT
-    marts = ("offer_facts", "shop_counts", "shop_summary", "shop_categories")
+    # shop_summary reads the groups shop_counts publishes; shop_categories is a SELECT DISTINCT. On
+    # Delta, only what its storage does differently: the groups a MERGE batch publishes
+    marts = ("offer_facts", "shop_counts", "shop_summary", "shop_categories") if table_format == "parquet" else \
+        ("shop_counts", "shop_summary")
     for mart in marts:
         assert world.refresh(mart).mode == "build"
         world.check(mart)
@@ -131,6 +133,8 @@ def test_marts_over_staging_views_and_import_ctes_refresh_by_key(spark, tmp_path
             assert outcome.mode == "refresh" or mart != "offer_facts", (mart, outcome)
             world.check(mart)
     assert {r.shop_id: r.offers for r in world.table("shop_summary")} == {100: 3, 300: 1}  # 200 left stg_shops
+    if table_format == "delta":
+        return
     facts = {r.offer_id: r for r in world.table("offer_facts")}
     assert facts[1].title == "renamed" and facts[1].shop_name == "Alpha2" and 2 not in facts and 5 not in facts
 
