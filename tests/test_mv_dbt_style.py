@@ -7,6 +7,7 @@ every batch the MV equals a full recomputation of its SELECT."""
 from __future__ import annotations
 
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -94,10 +95,19 @@ select distinct shop_id, cat_id from {{{{ ref('stg_offers') }}}}
 """
 
 
+OPEN_SHOP_OFFERS = """
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+select o.offer_id, o.title
+from {{{{ ref('stg_offers') }}}} as o
+where o.shop_id in (select shop_id from {{{{ ref('stg_shops') }}}} where rating >= 2)
+  and not exists (select 1 from {{{{ source('{db}', 'prices') }}}} as p where p.offer_id = o.offer_id and p.kind = 'promo')
+"""
+
+
 def _world(spark, tmp_path, table_format: str = "parquet") -> World:
     world = World(spark, tmp_path, {"stg_offers": STG_OFFERS, "stg_shops": STG_SHOPS.replace("<shop_filter>", ""),
                                     "offer_facts": OFFER_FACTS, "shop_counts": SHOP_COUNTS, "shop_summary": SHOP_SUMMARY,
-                                    "shop_categories": SHOP_CATEGORIES},
+                                    "shop_categories": SHOP_CATEGORIES, "open_shop_offers": OPEN_SHOP_OFFERS},
                   table_format=table_format)
     seed(world)
     world.flush()
@@ -108,10 +118,11 @@ def _world(spark, tmp_path, table_format: str = "parquet") -> World:
 @pytest.mark.parametrize("table_format", ["parquet", "delta"])
 def test_marts_over_staging_views_and_import_ctes_refresh_by_key(spark, tmp_path, table_format):
     world = _world(spark, tmp_path, table_format)
-    # shop_summary reads the groups shop_counts publishes; shop_categories is a SELECT DISTINCT. On
-    # Delta, only what its storage does differently: the groups a MERGE batch publishes
-    marts = ("offer_facts", "shop_counts", "shop_summary", "shop_categories") if table_format == "parquet" else \
-        ("shop_counts", "shop_summary")
+    # shop_summary reads the groups shop_counts publishes; shop_categories is a SELECT DISTINCT;
+    # open_shop_offers filters by IN and NOT EXISTS subqueries. On Delta, only what its storage
+    # does differently: the groups a MERGE batch publishes
+    marts = ("offer_facts", "shop_counts", "shop_summary", "shop_categories", "open_shop_offers") \
+        if table_format == "parquet" else ("shop_counts", "shop_summary")
     for mart in marts:
         assert world.refresh(mart).mode == "build"
         world.check(mart)
@@ -120,10 +131,13 @@ def test_marts_over_staging_views_and_import_ctes_refresh_by_key(spark, tmp_path
                  world.put("offers", id=1, title="renamed"),
                  world.put("shops", id=100, name="Alpha2")),                     # behind the stg_shops view
         lambda: (world.put("categories", id=7, name="Books2"),                   # a source read by an import CTE
-                 world.put("offers", id=3, shop_id=100, cat_id=8)),              # re-pointed: leaves a group, joins another
+                 world.put("offers", id=3, shop_id=100, cat_id=8),               # re-pointed: leaves a group, joins another
+                 world.delete("prices", 1, "promo"), world.delete("prices", 3, "promo")),  # NOT EXISTS turns true
         lambda: (world.delete("offers", 2),                                      # filtered out by the staging view
                  world.put("offers", id=5, status="hidden")),                    # leaves the mart's WHERE
-        lambda: world.delete("shops", 200),                                      # the inner join's partner leaves its view
+        lambda: (world.delete("shops", 200),                                     # the inner join's partner leaves its view
+                 world.put("shops", id=300, rating=2),                           # enters the IN subquery
+                 world.put("prices", offer_id=1, kind="promo", price=Decimal("1.00"))),  # and false again
     ]
     for change in batches:
         change()
@@ -135,6 +149,7 @@ def test_marts_over_staging_views_and_import_ctes_refresh_by_key(spark, tmp_path
     assert {r.shop_id: r.offers for r in world.table("shop_summary")} == {100: 3, 300: 1}  # 200 left stg_shops
     if table_format == "delta":
         return
+    assert sorted(r.offer_id for r in world.table("open_shop_offers")) == [3, 7]  # shops 100 and 300, no promo price
     facts = {r.offer_id: r for r in world.table("offer_facts")}
     assert facts[1].title == "renamed" and facts[1].shop_name == "Alpha2" and 2 not in facts and 5 not in facts
 

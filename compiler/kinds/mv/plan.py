@@ -46,7 +46,7 @@ from ...table_format import DELTA
 from . import MvKind
 from .normalize import Relations, normalize
 from .normalize.merge import why_not_merged
-from .normalize.scope import sources as _sources
+from .normalize.scope import conjuncts, sources as _sources
 
 if TYPE_CHECKING:
     from ...compile import Manifest, Model
@@ -65,7 +65,7 @@ CODES = (
     "mv-set-operation", "mv-aggregate", "mv-distinct", "mv-window", "mv-subquery", "mv-order-limit", "mv-star",
     "mv-join-kind", "mv-join-condition",
     "mv-unknown-alias", "mv-unqualified-column", "mv-unknown-column", "mv-unmappable-input", "mv-no-key",
-    "mv-join-not-unique", "mv-key-not-derivable", "mv-key-not-unique", "mv-union-discriminator",
+    "mv-join-not-unique", "mv-key-not-derivable", "mv-key-not-unique", "mv-union-discriminator", "mv-where-unmatched",
 )
 _SUGGEST_TABLE = "an mv is refreshed by key from joins only: use materialized='table' for this query"
 
@@ -281,7 +281,10 @@ def _relations(manifest: "Manifest", model: "Model") -> Relations:
     columns.update({m.relation: tuple(m.columns) if m.columns else None for m in manifest.models.values()})
     views = {m.relation: m.ast for m in manifest.models.values()
              if m.kind.name == "view" and m.name != model.name and m.ast is not None}
-    return Relations(columns, views)
+    keys = {s.id.lower(): tuple(tuple(k) for k in (s.primary_key, *s.unique) if k) for s in manifest.sources.values()}
+    keys.update({m.relation: (declared.columns,) for m in manifest.models.values()
+                 if m.kind.name in ("table", "seed", "incremental") and (declared := declared_key(manifest, m))})
+    return Relations(columns, views, keys)
 
 
 def mv_consumers(manifest: "Manifest", name: str) -> tuple[str, ...]:
@@ -306,7 +309,8 @@ def plan_from_sql(sql: str, inputs: dict[str, tuple], unique_key: tuple[str, ...
                          why=f"{t} is a {mode}", unique=tuple(tuple(u) for u in (unique[0] if unique else ())))
                for t, (mode, key, *unique) in inputs.items()}
     relations = Relations({t: (columns or {}).get(t) for t in inputs},
-                          {v: parse_select(text, f"models/{v}.sql") for v, text in (views or {}).items()})
+                          {v: parse_select(text, f"models/{v}.sql") for v, text in (views or {}).items()},
+                          {t: (tuple(key), *(unique[0] if unique else ())) for t, (mode, key, *unique) in inputs.items()})
     expanded: list[str] = []
     query = normalize(parse_select(sql, f"models/{name}.sql"), relations, expanded)
     return replace(_Analyzer(name, f"db.{name}", f"models/{name}.sql", 0, query, catalog, tuple(unique_key),
@@ -650,6 +654,8 @@ class _Analyzer:
                 parts.append(part)
         if len(parts) > 1 and len(parts) == len(selects):
             self._check_discriminator(parts, key_positions)
+        for part in parts:
+            self._check_where_keeps_unmatched(part)
         if parts and parts[0].grain:
             self._check_stated_grain(parts[0], key)
             key = tuple(k for k in key if k not in parts[0].grain) + parts[0].grain
@@ -676,6 +682,22 @@ class _Analyzer:
                          f"{part.main_alias} row may match several {link.alias} rows",
                          f"declare the columns the join binds as unique on the source ('unique: [[{', '.join(bound)}]]') "
                          f"if they are, or state the grain: {state}")
+
+    def _check_where_keeps_unmatched(self, part: Part) -> None:
+        """A WHERE that keeps the main rows a LEFT JOIN by the joined row's own key left unmatched
+        (``t.id IS NULL``) is refused: when the row that excluded a main row is deleted, nothing
+        stored says which main row it matched (the MV keeps no row for it, and the row is gone)."""
+        where = part.select.args.get("where")
+        for link in (l for l in part.links if l.side == "left" and l.own_key) if where is not None else ():
+            nullable = {link.alias} | part.descendants(link.alias)
+            for conjunct in conjuncts(where.this):
+                if {alias_of(c) for c in conjunct.find_all(exp.Column)} & nullable and not _rejects_null(conjunct, nullable):
+                    how = f"by the unique key {', '.join(link.via)}" if link.via else "one-to-many"
+                    self.problem(conjunct, "mv-where-unmatched",
+                                 f"WHERE {conjunct.sql(dialect='spark')} keeps rows that {link.alias} (joined {how}) "
+                                 "does not match: when the row that excluded one is deleted, mvflow cannot find it again",
+                                 f"join {link.alias} by its primary key ({', '.join(link.key)}), e.g. through NOT EXISTS "
+                                 "by it, or make the model a 'table'")
 
     def _check_many(self, links: list[Link], parts: int) -> None:
         """One-to-many joins widen the MV's key; UNION ALL parts must share one key, so not there."""
@@ -881,14 +903,6 @@ def _aggregates(select: exp.Select) -> bool:
     return bool(select.args.get("group") or select.args.get("having") or select.find(exp.AggFunc))
 
 
-def conjuncts(condition: exp.Expression) -> list[exp.Expression]:
-    if isinstance(condition, exp.Paren):
-        return conjuncts(condition.this)
-    if isinstance(condition, exp.And):
-        return conjuncts(condition.this) + conjuncts(condition.expression)
-    return [condition]
-
-
 def _is_literal(node: exp.Expression) -> bool:
     if isinstance(node, exp.Neg):
         return _is_literal(node.this)
@@ -908,6 +922,41 @@ def _is_equality(node: exp.Expression) -> bool:
 def _filters(node: exp.Expression, alias: str) -> bool:
     """Whether a join condition reads the joined table's columns only (a filter on its rows)."""
     return {alias_of(c) for c in node.find_all(exp.Column)} == {alias} and not node.find(exp.Query)
+
+
+def _rejects_null(node: exp.Expression, aliases: set[str]) -> bool:
+    """Whether a condition is not true when the columns of ``aliases`` are NULL (so it drops the
+    rows their join did not match): a comparison of one of their columns, ``IS NOT NULL``, a
+    boolean column; conservative (False when unsure).
+
+    >>> from sqlglot import parse_one
+    >>> [_rejects_null(parse_one(c, read="spark"), {"t"}) for c in ("t.x > 1", "t.id IS NULL", "COALESCE(t.x, 0) = 0",
+    ...                                                               "t.ok", "t.a = 1 OR o.b = 2", "t.id IS NOT NULL")]
+    [True, False, False, True, False, True]
+    """
+    node = node.unnest()
+    if isinstance(node, exp.And):
+        return _rejects_null(node.this, aliases) or _rejects_null(node.expression, aliases)
+    if isinstance(node, exp.Or):
+        return _rejects_null(node.this, aliases) and _rejects_null(node.expression, aliases)
+    if isinstance(node, exp.Not) and isinstance(node.this, exp.Is):
+        return _strict(node.this.this, aliases)
+    if isinstance(node, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like, exp.ILike, exp.In, exp.Between)):
+        return _strict(node.this, aliases) or (isinstance(node, exp.Binary) and _strict(node.expression, aliases))
+    return isinstance(node, exp.Column) and alias_of(node) in aliases
+
+
+def _strict(node: exp.Expression, aliases: set[str]) -> bool:
+    """Whether ``node`` is NULL when the columns of ``aliases`` are: one of their columns, through
+    casts and arithmetic only."""
+    node = node.unnest()
+    if isinstance(node, exp.Column):
+        return alias_of(node) in aliases
+    if isinstance(node, (exp.Cast, exp.Neg)):
+        return _strict(node.this, aliases)
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
+        return _strict(node.this, aliases) or _strict(node.expression, aliases)
+    return False
 
 
 def alias_of(node: exp.Expression) -> str:

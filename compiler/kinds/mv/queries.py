@@ -258,7 +258,10 @@ def walk_query(plan: MvPlan, part: Part) -> exp.Select | None:
     conditions = [_in([col.copy() for _, col in link.stored],
                       _changed(plan, link, link.input, [exp.column(k, "c") for k, _ in link.stored])) for link in links]
     select = _walk_back(part, order, as_joined=True)
-    return _where(select, [exp.or_(*conditions), *_where_over(part, {part.main_alias, *aliases})])
+    # not the WHERE over a row walked from by its own key: a row that starts to match may make
+    # WHERE false (``t.id IS NULL``), and its main key must be found to drop its MV row
+    own = {link.alias for link in links if link.own_key}
+    return _where(select, [exp.or_(*conditions), *_where_over(part, {part.main_alias, *aliases} - own)])
 
 
 def lookup_query(plan: MvPlan, part: Part) -> exp.Select | None:

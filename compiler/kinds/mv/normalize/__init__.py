@@ -8,10 +8,11 @@ compute and filter columns. Each rule rewrites one of those into the shape ``pla
 1. ``ctes``:  a CTE reference → the CTE's SELECT, as a derived table;
 2. ``views``: a view model's relation → the view's SELECT (normalized), as a derived table;
 3. ``stars``: ``*`` and ``t.*`` → the columns they stand for; unqualified columns qualified;
-4. ``distinct``: ``SELECT DISTINCT`` → a ``GROUP BY`` of its columns;
-5. ``merge``: a derived table that only renames, computes and filters columns → its tables.
+4. ``semijoins``: ``IN`` / ``EXISTS`` / ``NOT EXISTS`` by a table's unique key → a join;
+5. ``distinct``: ``SELECT DISTINCT`` → a ``GROUP BY`` of its columns;
+6. ``merge``: a derived table that only renames, computes and filters columns → its tables.
 
-Rules 3 to 5 run bottom-up, innermost SELECT first. What a rule cannot rewrite is left as it
+Rules 3 to 6 run bottom-up, innermost SELECT first. What a rule cannot rewrite is left as it
 is, for the analysis to refuse with its line and what to write instead.
 
 >>> from compiler.parse import parse_select, pretty
@@ -39,7 +40,8 @@ from sqlglot import exp
 from .ctes import inline_ctes
 from .distinct import distinct_as_group_by
 from .merge import merge_derived_tables
-from .scope import sources
+from .scope import filters, sources
+from .semijoins import Keys, semijoins_as_joins
 from .stars import expand_stars, qualify_columns
 from .views import expand_views
 
@@ -50,6 +52,7 @@ class Relations:
 
     columns: Mapping[str, tuple[str, ...] | None] = field(default_factory=dict)  # None: not known
     views: Mapping[str, exp.Query] = field(default_factory=dict)  # a view's SELECT as rendered
+    keys: Keys = field(default_factory=dict)  # its unique keys, the primary key first
 
 
 def normalize(query: exp.Query, relations: Relations, expanded: list[str] | None = None) -> exp.Query:
@@ -64,7 +67,7 @@ def normalize(query: exp.Query, relations: Relations, expanded: list[str] | None
 
 
 def _flatten(query: exp.Expression, relations: Relations, part: bool = False) -> exp.Expression:
-    """``query`` with rules 3 to 5 applied bottom-up; returns what takes its place. A ``part`` of a
+    """``query`` with rules 3 to 6 applied bottom-up; returns what takes its place. A ``part`` of a
     set operation keeps its DISTINCT (a part cannot aggregate)."""
     if isinstance(query, exp.SetOperation):
         query.set("this", _flatten(query.left, relations, part=True))
@@ -75,7 +78,10 @@ def _flatten(query: exp.Expression, relations: Relations, part: bool = False) ->
         for source in sources(query):
             if isinstance(source, exp.Subquery):
                 _flatten(source, relations)
+        for nested in filters(query):
+            nested.set("this", _flatten(nested.this, relations))
         expand_stars(query, relations.columns)
         qualify_columns(query, relations.columns)
+        semijoins_as_joins(query, relations.keys)
         return merge_derived_tables(query if part else distinct_as_group_by(query))
     return query

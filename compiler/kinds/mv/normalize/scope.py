@@ -16,6 +16,23 @@ def sources(select: exp.Select) -> list[exp.Expression]:
     return ([main.this] if main is not None else []) + joins
 
 
+def filters(select: exp.Select) -> list[exp.Expression]:
+    """The subqueries of the SELECT's WHERE (``IN (SELECT …)`` and ``EXISTS``), outermost only."""
+    where = select.args.get("where")
+    if where is None:
+        return []
+    return [n for n in where.walk(prune=lambda n: isinstance(n, (exp.Subquery, exp.Exists)))
+            if isinstance(n, (exp.Subquery, exp.Exists))]
+
+
+def conjuncts(condition: exp.Expression) -> list[exp.Expression]:
+    """The ANDed parts of a condition, parentheses removed."""
+    condition = condition.unnest()
+    if isinstance(condition, exp.And):
+        return conjuncts(condition.this) + conjuncts(condition.expression)
+    return [condition]
+
+
 def alias(source: exp.Expression) -> str:
     return source.alias_or_name.lower()
 
