@@ -222,8 +222,7 @@ class MvPlan:
         """The key of the rows readers see (they see the SELECT's columns only): the GROUP BY
         columns, or the MV's key; none when the SELECT leaves out a column of the key (the grain of
         a one-to-many join): readers' rows are then a multiset, which ``verify`` compares as one."""
-        key = tuple(name for name, _ in self.grouped.groups) if self.grouped else self.key
-        return key if set(key) <= set(self.columns) else ()
+        return self.published_key if set(self.published_key) <= set(self.columns) else ()
 
     @property
     def published_key(self) -> tuple[str, ...]:
