@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .background import Background, worth_forking
-from .compile import Manifest, Model
+from .manifest import Manifest, Model
 from .data_tests import DataTest
 from .dbt.docs import doc_blocks
 from .graph import node_name

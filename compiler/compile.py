@@ -10,167 +10,36 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable
 
 import networkx as nx
-from sqlglot import exp
 
 from .background import Background, worth_forking
-from .cache import CompileCache, cache_key, read_tables, schema_index
-from .data_tests import DataTest, compile_tests, place_scopes
-from .declared_keys import DeclaredKey, constraint_key
+from .cache import CompileCache, cache_key, read_tables
+from .data_tests import compile_tests, place_scopes
+from .declared_keys import constraint_key
 from .depth import too_deep
 from .errors import CompileError, MvflowError, Problem, ProblemList, did_you_mean
 from .files import read_text
-from .graph import build_graph, model_id, model_order, source_id
+from .graph import build_graph, model_id, source_id
 from .kinds import Kind, KindError, create_kind
 from .dbt.config import RENAMED, translate as translate_dbt_config
 from .kinds.ephemeral import cte_name
+from .kinds.mv.plan import check_mvs
 from .kinds.seed import read_seed, seed_select
+from .manifest import Manifest, Model
 from .paths import name_problem
 from .parse import (column_line, is_reserved, output_columns, parse_select, plain_columns, pretty, table_references,
                     unnamed_columns, with_ctes)
 from .project import PROJECT_FILE, TABLE_FORMATS, Project, Target
-from .render import Call, Rendered, Renderer
+from .render import Rendered, Renderer
 from .sources import IDENTIFIER, Source, are_tags, load_sources, tags_problem, type_problems
 from .table_format import cluster_by_problems
 from .yamlfile import LineDict, check_keys, load_yaml
 
 _DOC_MODEL_KEYS = {"name", "description", "tags", "config", "columns", "tests", "data_tests", "constraints"}
 _DOC_COLUMN_KEYS = {"name", "description", "type", "tags", "tests", "data_tests", "constraints"}
-T = TypeVar("T")
-
-
-@dataclass
-class Model:
-    name: str
-    path: str  # project-relative file path
-    kind: Kind
-    config: dict[str, Any]
-    config_lines: dict[str, int]
-    schema: str
-    relation: str
-    tags: tuple[str, ...]
-    description: str
-    column_docs: dict[str, str]
-    raw_sql: str
-    checksum: str
-    refs: list[Call] = field(default_factory=list)
-    source_calls: list[Call] = field(default_factory=list)
-    sql: str = ""
-    columns: list[str] | None = None
-    undeclared_tables: list[str] = field(default_factory=list)
-    tables_read: list[tuple[str, int]] = field(default_factory=list)  # parse.table_references of the SELECT
-    plain_columns: list[str] | None = None  # parse.plain_columns: output columns if the SELECT has no *
-    column_doc_lines: dict[str, tuple[str, int]] = field(default_factory=dict)  # where each column is documented
-    table_format: str = "parquet"  # delta | parquet: the target's, or the model's own config
-    notes: list[Problem] = field(default_factory=list)  # warnings found while reading it (dbt settings not applied)
-    incremental_sql: str = ""  # an incremental model's SELECT with is_incremental() true (kinds/incremental.py)
-    constraint_key: DeclaredKey | None = None  # dbt's constraints: primary_key in its YAML (declared_keys.py)
-    _ast: exp.Query | None = field(default=None, init=False, repr=False, compare=False)
-    _parse_later: bool = field(default=False, init=False, repr=False, compare=False)
-    _printed: tuple[exp.Query | None, str] | None = field(default=None, init=False, repr=False, compare=False)
-
-    @property
-    def ast(self) -> exp.Query | None:
-        """The parsed SELECT. A model whose rendered SQL an earlier compile parsed (see cache.py)
-        is parsed only when something asks for its tree."""
-        if self._ast is None and self._parse_later:
-            self._ast = parse_select(self.sql, self.path)
-            if self._printed is not None and self._printed[0] is None:
-                self._printed = (self._ast, self._printed[1])
-        return self._ast
-
-    @ast.setter
-    def ast(self, value: exp.Query | None) -> None:
-        self._ast, self._parse_later = value, False
-
-    @property
-    def parsed(self) -> bool:
-        """Whether the SQL parsed (without parsing it now)."""
-        return self._ast is not None or self._parse_later
-
-    def parsed_before(self, printed: str) -> None:
-        """The rendered SQL parsed in an earlier compile and printed as ``printed``: parse lazily."""
-        self._ast, self._parse_later, self._printed = None, True, (None, printed)
-
-    @property
-    def select_sql(self) -> str:
-        """The compiled SELECT as written to target/ and run, printed once per AST (printing
-        copies the whole tree: it was most of compile's time). Nothing mutates ``ast`` after
-        compile; derived queries work on copies."""
-        if self._printed is None or self._printed[0] is not self._ast:
-            self._printed = (self.ast, pretty(self.ast))
-        return self._printed[1]
-
-    @property
-    def depends_on_models(self) -> list[str]:
-        return sorted({c.name for c in self.refs})
-
-    @property
-    def depends_on_sources(self) -> list[str]:
-        return sorted({c.name for c in self.source_calls})
-
-
-@dataclass
-class Manifest:
-    project: Project
-    target: str
-    database: str
-    sources: dict[str, Source]
-    models: dict[str, Model]
-    graph: nx.DiGraph
-    warnings: list[Problem] = field(default_factory=list)
-    cache: CompileCache | None = field(default=None, repr=False, compare=False)
-    tests: dict[str, DataTest] = field(default_factory=dict)  # data tests by name
-    hooks: dict[str, list[str]] = field(default_factory=dict)  # on-run-start / on-run-end statements, rendered
-    _derived: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
-
-    def derived(self, what: str, model: Model, compute: Callable[[], T]) -> T:
-        """``compute()`` once per model (and AST) for values derived from the compiled manifest, e.g.
-        an MV's plan: compile checks, ``target/`` files and ``manifest.json`` all read it. Nothing
-        mutates a manifest after compile; a model given a new AST is derived again."""
-        key = (what, model.name)
-        hit = self._derived.get(key)
-        if hit is None or hit[0] is not model.ast:
-            hit = self._derived[key] = (model.ast, compute())
-        return hit[1]
-
-    def node(self, name: str) -> "Model | DataTest":
-        """A model (or seed) or a data test by name: what ``mvflow build`` runs."""
-        return self.models[name] if name in self.models else self.tests[name]
-
-    def order(self) -> list[str]:
-        return model_order(self.graph)
-
-    def relation_of(self, name: str) -> str:
-        """The table/view name a ref or source resolves to."""
-        return self.models[name].relation if name in self.models else name
-
-    def table_index(self) -> dict[str, list[tuple[str, str]]]:
-        """Names a query may read a source or model by → its (db, table) in ``schema()`` (cache keys)."""
-        tables: dict[str, dict[str, None]] = {}
-        for source in self.sources.values():
-            tables.setdefault(source.database, {})[source.name] = None
-        for model in self.models.values():
-            db, _, table = model.relation.partition(".")
-            tables.setdefault(db, {})[table] = None
-        return schema_index(tables)
-
-    def schema(self) -> dict[str, dict[str, dict[str, str]]]:
-        """sqlglot schema (db → table → column → type) of everything whose columns are known."""
-        schema: dict[str, dict[str, dict[str, str]]] = {}
-        for source in self.sources.values():
-            if source.column_types():
-                schema.setdefault(source.database, {})[source.name] = source.column_types()
-        for model in self.models.values():
-            if model.columns:
-                db, _, table = model.relation.partition(".")
-                schema.setdefault(db, {})[table] = {c: "string" for c in model.columns}
-        return schema
-
 
 def compile_project(project: Project, target: str | None = None, cache: CompileCache | None = None) -> Manifest:
     """Compile every model of ``project`` for ``target`` (database defaults come from it).
@@ -207,8 +76,6 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
     manifest.tests = compile_tests(project, renderer, models, sources or {}, docs)
     manifest.hooks = {which: [renderer.render_string(sql) for sql in statements] for which, statements in
                       (("on-run-start", project.on_run_start), ("on-run-end", project.on_run_end)) if statements}
-    from .kinds.mv.plan import check_mvs  # mv.py reads the Manifest: imported here to avoid an import cycle
-
     manifest.warnings += check_mvs(manifest)
     place_scopes(manifest)
     return manifest

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterable
 from .errors import Problem
 
 if TYPE_CHECKING:
-    from .compile import Manifest, Model
+    from .manifest import Manifest, Model
     from .data_tests import DataTest
     from .yamlfile import LineDict
 

@@ -14,7 +14,7 @@ from .failures import create_table_hint
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from .compile import Manifest
+    from .manifest import Manifest
     from .sources import Source
 
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from .errors import MvflowError, Problem, find_line
 
 if TYPE_CHECKING:
-    from .compile import Manifest, Model
+    from .manifest import Manifest, Model
 
 log = logging.getLogger("mvflow")
 

@@ -31,7 +31,7 @@ from .parse import DIALECT, table_name
 from .spark_types import spark_type, spelled
 
 if TYPE_CHECKING:
-    from .compile import Manifest
+    from .manifest import Manifest
 
 COPY, EXPRESSION, AGGREGATE = "copy", "expression", "aggregate"
 _RANK = {COPY: 0, EXPRESSION: 1, AGGREGATE: 2}

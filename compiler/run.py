@@ -21,7 +21,7 @@ import networkx as nx
 
 from . import failures
 from .catalog.record import RunCatalog
-from .compile import Manifest, Model
+from .manifest import Manifest, Model
 from .graph import model_id
 from .phases import PhaseHook, no_phase
 from .progress import Printer, task_of

@@ -24,7 +24,7 @@ from .graph import is_model, model_id, node_name, test_id
 from .kinds import KINDS
 
 if TYPE_CHECKING:
-    from .compile import Manifest
+    from .manifest import Manifest
 
 _CRITERION = re.compile(
     r"^(?P<at>@)?(?:(?P<up_depth>\d*)(?P<up>\+))?(?:(?P<method>[a-z_]+):)?(?P<value>[^+@,:\s]+?)(?:(?P<down>\+)(?P<down_depth>\d*))?$"

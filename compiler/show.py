@@ -11,7 +11,7 @@ from .kinds.ephemeral import cte_name
 from .parse import with_ctes
 
 if TYPE_CHECKING:
-    from .compile import Manifest
+    from .manifest import Manifest
 
 
 def model_query(manifest: "Manifest", name: str) -> str:

@@ -22,7 +22,7 @@ from .parse import pretty
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from .compile import Manifest, Model
+    from .manifest import Manifest, Model
     from .sources import Source
 
 SAMPLES = 5

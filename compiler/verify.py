@@ -31,7 +31,7 @@ from .source_keys import find_bad_keys, sources_read
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from .compile import Manifest, Model
+    from .manifest import Manifest, Model
     from .progress import Progress
     from .state import StateStore
 

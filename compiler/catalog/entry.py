@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Mapping
 
 if TYPE_CHECKING:
-    from ..compile import Manifest, Model
+    from ..manifest import Manifest, Model
 
 Column = tuple[str, "str | None"]  # name, Spark type (None: not analysed)
 

@@ -25,7 +25,7 @@ from .gate import Verdict, decide
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ..compile import Manifest, Model
+    from ..manifest import Manifest, Model
     from ..run import Result, RunOptions
 
 Runner = Callable[["RunOptions"], "Result"]

@@ -17,7 +17,7 @@ from .entry import Entry, describe
 from .gate import decide
 
 if TYPE_CHECKING:
-    from ..compile import Manifest, Model
+    from ..manifest import Manifest, Model
 
 
 def active_at(versions: Iterable[CatalogVersion], at: datetime) -> CatalogVersion | None:

@@ -19,7 +19,7 @@ from .declare import TestConfig, TestDeclaration, declared_tests, test_config
 from .execute import TEST_KIND, TestKind
 
 if TYPE_CHECKING:
-    from ..compile import Manifest, Model
+    from ..manifest import Manifest, Model
     from ..project import Project
     from ..render import Renderer, Rendered
     from ..sources import Source

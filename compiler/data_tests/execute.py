@@ -15,7 +15,7 @@ from ..kinds.statements import Statement, execute, timed
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ..compile import Manifest
+    from ..manifest import Manifest
     from ..run import Result, RunOptions
     from ..state import StateStore
     from .compile import DataTest

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CompileError, Problem, RunError
 
 if TYPE_CHECKING:
-    from ..compile import Manifest, Model
+    from ..manifest import Manifest, Model
     from ..state import StateStore
 
 #: where the predicate goes in a batch-scoped test's SQL until the manifest is complete

@@ -22,7 +22,7 @@ from .serve import serve_docs
 from .site import site_data, site_files
 
 if TYPE_CHECKING:
-    from compiler.compile import Manifest
+    from compiler.manifest import Manifest
 
 __all__ = ["generate_docs", "read_results", "read_state", "serve_docs", "site_data", "site_files"]
 

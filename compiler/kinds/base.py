@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from pyspark.sql import SparkSession
 
-    from ..compile import Manifest, Model
+    from ..manifest import Manifest, Model
     from ..run import Result, RunOptions
     from ..state import StateStore
     from ..verify import Expected

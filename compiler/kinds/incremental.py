@@ -26,7 +26,7 @@ from .statements import Statement, execute, script, timed, wrapped
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ..compile import Manifest, Model
+    from ..manifest import Manifest, Model
     from ..run import Result, RunOptions
 
 STRATEGIES = ("append", "insert_overwrite", "merge")

@@ -27,7 +27,7 @@ from .table import TableKind, run_table
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ..compile import Manifest, Model
+    from ..manifest import Manifest, Model
     from ..run import Result, RunOptions
 
 #: A seed larger than this is refused: its rows pass through Python (seeds are small reference data).

@@ -19,7 +19,7 @@ from ..table_format import DELTA, VIEW
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ..compile import Model
+    from ..manifest import Model
     from ..run import Result
 
 _LAYOUT_WORDS = {VIEW: "a view", DELTA: "a Delta table"}

@@ -35,7 +35,7 @@ from ..state import LeaseHeld, StateStore, default_holder
 from .coordinator import Coordinator
 
 if TYPE_CHECKING:
-    from ..compile import Manifest
+    from ..manifest import Manifest
 
 ONCE = ("view",)  # kinds whose run only (re)creates a definition: once per assignment
 JOB_TOPIC = "serve:job:"  # + a model's name: the lease a runner holds while it runs the model

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import sqlglot
 from sqlglot import exp
 
-from ...compile import Manifest, Model
+from ...manifest import Manifest, Model
 from ...errors import CompileError, Problem
 from ...parse import pretty, table_name
 from ...table_format import DELTA, using

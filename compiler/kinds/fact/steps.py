@@ -27,7 +27,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Callable
 
 from ... import watch
-from ...compile import Manifest, Model
+from ...manifest import Manifest, Model
 from ...errors import MvflowError, Problem, RunError
 from ...leases import kept
 from ...phases import PhaseHook, no_phase

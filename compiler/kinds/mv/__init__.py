@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, ClassVar
 from ..base import ModelKind, ModelRunner
 
 if TYPE_CHECKING:
-    from ...compile import Manifest, Model
+    from ...manifest import Manifest, Model
     from ...run import RunOptions
     from ...state import StateStore
     from ...verify import Expected

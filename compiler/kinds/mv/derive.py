@@ -19,7 +19,7 @@ from .queries import (affected_keys_query, aliased_table, change_query, chunk_qu
                       touched_groups, version_diff_query, walk_query)
 
 if TYPE_CHECKING:
-    from ...compile import Manifest, Model
+    from ...manifest import Manifest, Model
 
 DUPLICATES_SHOWN = 5  # MV keys a batch holds twice, named in the error
 

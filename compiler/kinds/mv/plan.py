@@ -49,7 +49,7 @@ from .normalize.merge import why_not_merged
 from .normalize.scope import conjuncts, sources as _sources
 
 if TYPE_CHECKING:
-    from ...compile import Manifest, Model
+    from ...manifest import Manifest, Model
 
 HIDDEN_PREFIX = "_mvflow_"
 SLOTS = ("a", "b")  # blue/green: a build or compaction fills the slot the view does not read

@@ -54,7 +54,7 @@ from .strategy import CHUNKED, FULL, Decision
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from ...compile import Manifest, Model
+    from ...manifest import Manifest, Model
     from ...project import StateSettings
     from ...run import Result
 

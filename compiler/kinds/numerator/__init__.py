@@ -22,7 +22,7 @@ from ..base import KindError, ModelKind, ModelRunner
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ...compile import Manifest, Model
+    from ...manifest import Manifest, Model
     from ...run import RunOptions
     from ...state import StateStore
     from ...verify import Expected

@@ -41,7 +41,7 @@ from .version import Position
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ...compile import Manifest, Model
+    from ...manifest import Manifest, Model
     from ...run import Result
 
 _PUBLISHED = re.compile(r"__mvflow_state_(\d+)\b")

@@ -32,7 +32,7 @@ from .decisions import Settings
 from .version import Scheme
 
 if TYPE_CHECKING:
-    from ...compile import Model
+    from ...manifest import Model
 
 SHARD, DOC, LAST_SEEN, PRESENT = "shard_id", "doc_id", "last_seen", "present"
 RESERVED = (SHARD, DOC, LAST_SEEN, PRESENT)
