@@ -57,7 +57,11 @@ def spark_target(tmp_path_factory) -> Target:
             # ~700 tests share one driver JVM (the executors too, in local mode): Spark's 1g default
             # ran out building a broadcast 40 minutes into a CI run
             # Throughput over pauses: the parallel collector has no concurrent marking (G1's took a tenth
-            # of the JVM's CPU; 6% less wall on three oracle tests, measured once side by side)
+            # of the JVM's CPU; 6% less wall on three oracle tests, measured once side by side). Not C1 only
+            # (-XX:TieredStopAtLevel=1, as the short-lived CLI processes use, tests/processes.py): in this
+            # long-lived JVM C2 took half the CPU of a GROUP BY oracle test, yet without it the fast tier
+            # had done 46% of its tests after 17 minutes, against all in 18.6 with C2 (2026-11-27; C1's
+            # 48 MB code cache filled, its sweeper spinning, until given 512 MB)
             # The in-memory catalog, as Spark's and Delta's own test suites use: Hive's (Derby through
             # DataNucleus, a getTable per table a statement names) took 15% of the JVM's samples and
             # ~12% of the tier's wall (docs/architecture.md, Tests). Every CLI test's process, the

@@ -142,6 +142,30 @@ WHERE o.deleted = FALSE AND s.deleted = FALSE
 """
 
 
+_RANKED = """
+{{{{ config(materialized='mv', schema='{db}', strategy='<strategy>', chunk_keys=2, compact_threshold=100) }}}}
+SELECT
+  o.id,
+  s.name AS shop,
+  c.name AS category,
+  ROW_NUMBER() OVER (PARTITION BY o.shop_id ORDER BY p.price DESC NULLS LAST, o.id) AS rank_in_shop,
+  COUNT(*) OVER (PARTITION BY o.shop_id) AS shop_offers,
+  SUM(p.price) OVER (PARTITION BY o.shop_id, o.cat_id) AS shop_category_total
+FROM {{{{ source('{db}', 'offers') }}}} AS o
+JOIN {{{{ source('{db}', 'shops') }}}} AS s ON s.id = o.shop_id AND s.deleted = FALSE
+LEFT JOIN {{{{ source('{db}', 'prices') }}}} AS p ON p.offer_id = o.id AND p.kind = 'retail'
+LEFT JOIN {{{{ source('{db}', 'categories') }}}} AS c ON c.id = o.cat_id
+WHERE o.deleted = FALSE AND o.status = 'active'
+"""
+
+
+def ranked_model(strategy: str = "incremental") -> str:
+    """Offers ranked within their shop by retail price, with per-shop and per-shop-and-category
+    windows (partitioned by the main table's ``shop_id``, which the SELECT does not select);
+    ``chunked``: every batch in chunks of 2 keys."""
+    return _RANKED.replace("<strategy>", strategy)
+
+
 SHOP_STATS = """
 {{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
 SELECT

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
-from mv_world import REGION_STATS, SHOP_STATS, STAFF, World, notes_model, seed, tags_model, union_model  # noqa: E402
+from mv_world import (REGION_STATS, SHOP_STATS, STAFF, World, notes_model, ranked_model, seed,  # noqa: E402
+                      tags_model, union_model)
 
 OFFERS, SHOPS, WAREHOUSES, REGIONS, CATEGORIES = range(1, 8), (100, 200, 300, 400), (10, 20, 30), (1, 2, 3), (7, 8, 9)
 
@@ -52,7 +53,7 @@ many = st.one_of(
     st.builds(lambda p: ("delete", "shop_staff", (p,)), st.sampled_from((60, 61))),
 )
 SHAPE_MODELS = {"parts": union_model("computed"), "notes": notes_model("LEFT JOIN"), "tags": tags_model("JOIN"),
-                "staff": STAFF, "shop_stats": SHOP_STATS, "region_stats": REGION_STATS}
+                "staff": STAFF, "shop_stats": SHOP_STATS, "region_stats": REGION_STATS, "ranked": ranked_model()}
 
 _worlds: dict[str, World] = {}
 

@@ -15,7 +15,7 @@ from ...table_format import readable_view
 from .plan import BATCH, DELETED, SLOTS, MvPlan, mv_plan
 from .queries import (affected_keys_query, aliased_table, change_query, chunk_query, delta_query, diff_ways, diffed,
                       full_query, group_rows, identifier_table, key_query, key_query_methods, lookup_query, merge_statement, mode_words,
-                      refresh_query, snapshot_query, state_query, stored_grain_keys, stored_query, stored_version_query,
+                      partitions_query, refresh_query, snapshot_query, state_query, stored_grain_keys, stored_query, stored_version_query,
                       touched_groups, version_diff_query, walk_query)
 
 if TYPE_CHECKING:
@@ -73,6 +73,8 @@ def derive(plan: MvPlan) -> Derived:
     q["stored"] = pretty(stored_version_query(plan) if delta else stored_query(plan))
     for part in plan.parts:
         q[f"chunk:p{part.index}"] = pretty(chunk_query(plan, part))
+        if part.partitions:
+            q[f"partitions:p{part.index}"] = pretty(partitions_query(plan, part))
     q["keys"] = pretty(affected_keys_query(plan))
     q["drop_changes"] = f"DROP TABLE IF EXISTS {plan.table_name('changes')}"
     (_derive_delta if delta else _derive_parquet)(plan, q)
@@ -226,6 +228,10 @@ def explain(plan: MvPlan, notes: Iterable[str] = ()) -> str:
         mine = part.rows_condition("mv")
         disc = f", its rows: {mine.sql(dialect='spark')}" if mine is not None else ""
         lines.append(f"  part {part.index}: main {part.main_input} AS {part.main_alias} (key {', '.join(part.main_key)}){disc}")
+        if part.partitions:
+            lines.append(f"    windows partitioned by {', '.join(e.sql(dialect='spark') for _, e in part.partitions)} "
+                         f"(kept in {', '.join(n for n, _ in part.partitions)}): a refresh recomputes every row of the "
+                         "partitions the affected main keys were in or are in now")
         for link in part.links:
             how = ", ".join([f"{k} = {c.sql(dialect='spark')}" for k, c in link.bound] +
                             [f"{k} = {v.sql(dialect='spark')}" for k, v in link.literals])

@@ -8,7 +8,9 @@ whole primary key, or an alternate unique key the source declares (to columns of
 before it, or to literals), gives each main row at most one match; the MV's unique key is then
 the main source's primary key (per part), possibly computed from main key columns. A join that
 binds neither is one-to-many: the key gains that input's primary key (the MV's *grain*), while
-the unit of refresh stays the main key (every row of an affected main key is replaced).
+the unit of refresh stays the main key (every row of an affected main key is replaced). Window
+functions partition by a column of the main table: the affected main keys then grow to every key
+of the partitions they were in or are in now (``Part.partitions``).
 
 ``mv_plan`` validates the SELECT in phases (shape → names → keys; a phase with errors stops
 the next) into the plan from which ``queries`` builds, as sqlglot ASTs, and ``derive`` prints
@@ -151,6 +153,9 @@ class Part:
     # group column of the MV, the expression it groups by
     grouped: exp.Select | None = None
     groups: tuple[tuple[str, exp.Expression], ...] = ()
+    # Window functions: per column of the main table that every window partitions by, the MV column
+    # (visible or hidden) holding it. A change recomputes every row of the partitions it touches.
+    partitions: tuple[tuple[str, exp.Expression], ...] = ()
 
     def rows_condition(self, alias: str) -> exp.Expression | None:
         """The condition on MV rows (as ``alias``) that selects this part's rows (None: one part)."""
@@ -485,7 +490,13 @@ class _Analyzer:
             (select.args.get("distinct"), "mv-distinct",
              "SELECT DISTINCT is not supported in a UNION ALL part of an mv, nor with window functions",
              "a part's rows are unique by its key already: leave DISTINCT out, or make the part an mv of its own"),
-            (select.find(exp.Window) or select.args.get("qualify"), "mv-window", "window functions are not supported in an mv"),
+            (select.args.get("qualify"), "mv-window", "QUALIFY is not supported in an mv",
+             "select the window's value as a column and filter readers' queries by it, or make the model a 'table'"),
+            (not alone and select.find(exp.Window), "mv-window", "window functions are not supported in a UNION ALL part of an mv",
+             "make the part an mv of its own"),
+            (alone and _aggregates(select) and select.find(exp.Window), "mv-window",
+             "window functions are not supported in an mv that aggregates (GROUP BY)",
+             "compute the window in an mv that reads this one, or make the model a 'table'"),
             (next((s for s in select.find_all(exp.Subquery, exp.Exists) if s is not select and id(s) not in reported), None)
              or next((s for s in select.find_all(exp.Select) if s is not select and id(s.parent) not in reported), None),
              "mv-subquery", "subqueries (IN, EXISTS, scalar) are not supported in an mv"),
@@ -655,6 +666,8 @@ class _Analyzer:
             self._check_discriminator(parts, key_positions)
         for part in parts:
             self._check_where_keeps_unmatched(part)
+        if len(parts) == 1 and parts[0].select.find(exp.Window):
+            parts[0] = self._windowed(parts[0], columns)
         if parts and parts[0].grain:
             self._check_stated_grain(parts[0], key)
             key = tuple(k for k in key if k not in parts[0].grain) + parts[0].grain
@@ -681,6 +694,37 @@ class _Analyzer:
                          f"{part.main_alias} row may match several {link.alias} rows",
                          f"declare the columns the join binds as unique on the source ('unique: [[{', '.join(bound)}]]') "
                          f"if they are, or state the grain: {state}")
+
+    def _windowed(self, part: Part, columns: list[str]) -> Part:
+        """A part with window functions, its partitions recorded: every window partitions by a column
+        of the main table (the same for all), so a change maps to whole partitions, whose rows are then
+        recomputed together. Not with one-to-many joins (a partition's rows are not main rows)."""
+        windows = list(part.select.find_all(exp.Window))
+        common: list[str] | None = None
+        for window in windows:
+            own = [c.name.lower() for c in window.args.get("partition_by") or []
+                   if isinstance(c, exp.Column) and alias_of(c) == part.main_alias]
+            common = own if common is None else [c for c in common if c in own]
+        hint = (f"partition every window by a column of the main table {part.main_alias} (e.g. PARTITION BY "
+                f"{part.main_alias}.customer_id): a change then recomputes the rows of its partitions only")
+        if not common:
+            self.problem(windows[0], "mv-window", "window functions in an mv must all partition by a column of the "
+                         f"main table ({part.main_alias}): without one, any change would recompute every row", hint)
+            return part
+        if part.grain:
+            self.problem(windows[0], "mv-window", "window functions are not supported in an mv with a one-to-many join",
+                         "compute the window in an mv that reads this one, or make the model a 'table'")
+            return part
+        hidden = list(part.hidden)
+        partitions = []
+        for name in dict.fromkeys(common):
+            expression = exp.column(name, part.main_alias)
+            selected = next((columns[i] for i, e in enumerate(part.select.expressions) if _is_column_of(e, part.main_alias, name)), None)
+            if selected is None:
+                selected = f"{HIDDEN_PREFIX}w_{name}"
+                hidden.append((selected, expression))
+            partitions.append((selected, expression))
+        return replace(part, hidden=tuple(hidden), partitions=tuple(partitions))
 
     def _check_where_keeps_unmatched(self, part: Part) -> None:
         """A WHERE that keeps the main rows a LEFT JOIN by the joined row's own key left unmatched
@@ -899,7 +943,9 @@ class _Analyzer:
 
 # -- small AST helpers -------------------------------------------------------------------
 def _aggregates(select: exp.Select) -> bool:
-    return bool(select.args.get("group") or select.args.get("having") or select.find(exp.AggFunc))
+    """GROUP BY, HAVING or an aggregate function (``sum(x) OVER (…)`` is a window, not an aggregate)."""
+    return bool(select.args.get("group") or select.args.get("having") or any(
+        not isinstance(agg.find_ancestor(exp.Window, exp.Select), exp.Window) for agg in select.find_all(exp.AggFunc)))
 
 
 def _is_literal(node: exp.Expression) -> bool:

@@ -155,14 +155,18 @@ def _where_over(part: Part, aliases: set[str]) -> list[exp.Expression]:
 def _walk_back(part: Part, aliases: list[str], as_joined: bool = False) -> exp.Select:
     """FROM the main source joined to the given aliases (in join order) with their ON conditions:
     INNER joins, or each as the model joins it with ``as_joined``."""
-    main = part.select.args.get("from_") or part.select.args.get("from")
-    select = exp.select(*[exp.alias_(exp.column(k, part.main_alias), k) for k in part.main_key]).from_(main.this.copy())
+    select = exp.select(*[exp.alias_(exp.column(k, part.main_alias), k) for k in part.main_key]).from_(_main_table(part))
     joins = {j.this.alias_or_name.lower(): j for j in part.select.args.get("joins") or []}
     for alias in aliases:
         if alias != part.main_alias:
             side = part.link(alias).side if as_joined else "inner"
             select.join(joins[alias].this.copy(), on=joins[alias].args["on"].copy(), join_type=side, copy=False)
     return select
+
+
+def _main_table(part: Part) -> exp.Table:
+    """The part's main table, as its FROM names it (a copy)."""
+    return (part.select.args.get("from_") or part.select.args.get("from")).this.copy()
 
 
 def _needs_forward(part: Part, link: Link) -> bool:
@@ -319,6 +323,30 @@ def affected_keys_query(plan: MvPlan) -> exp.Query:
     return _union(queries, distinct=True) if len(queries) > 1 else queries[0].distinct(copy=False)
 
 
+def partitions_query(plan: MvPlan, part: Part) -> exp.Query:
+    """The affected main keys of a part with windows (view ``affected_p<i>``) and every main key of
+    the partitions they were in (stored) or are in now: a window's values over a partition change
+    with any of its rows, so the partition is recomputed whole.
+
+    >>> from compiler.kinds.mv.plan import plan_from_sql
+    >>> plan = plan_from_sql("SELECT o.id, row_number() OVER (PARTITION BY o.shop_id ORDER BY o.id) AS n FROM d.o AS o",
+    ...                      {"d.o": ("position", ("id",))})
+    >>> print(partitions_query(plan, plan.parts[0]).sql(dialect="spark"))
+    WITH mvflow_partitions AS (SELECT s._mvflow_w_shop_id FROM mvflow_mv_stored AS s WHERE s.id IN (SELECT id FROM mvflow_mv_affected_p0) UNION SELECT o.shop_id AS _mvflow_w_shop_id FROM d.o AS o WHERE o.id IN (SELECT id FROM mvflow_mv_affected_p0)) SELECT id FROM mvflow_mv_affected_p0 UNION SELECT s.id AS id FROM mvflow_mv_stored AS s WHERE EXISTS(SELECT 1 FROM mvflow_partitions AS g WHERE g._mvflow_w_shop_id IS NOT DISTINCT FROM s._mvflow_w_shop_id) UNION SELECT o.id FROM d.o AS o WHERE EXISTS(SELECT 1 FROM mvflow_partitions AS g WHERE g._mvflow_w_shop_id IS NOT DISTINCT FROM o.shop_id)
+    """
+    names = [name for name, _ in part.partitions]
+    affected = exp.select(*part.main_key).from_(plan.view_name(f"affected_p{part.index}"))
+    now = exp.select(*[exp.alias_(e.copy(), n) for n, e in part.partitions]).from_(_main_table(part)).where(
+        _in([exp.column(k, part.main_alias) for k in part.main_key], affected.copy()))
+    partitions = exp.union(_stored_of_affected(plan, names, "s"), now, distinct=True)
+    touched = aliased_table("mvflow_partitions", "g")
+    stored = exp.select(*[exp.alias_(exp.column(c, "s"), k) for c, k in zip(part.main_key_columns, part.main_key)]).from_(
+        aliased_table(plan.view_name("stored"), "s")).where(_in_groups([exp.column(n, "s") for n in names], names, touched))
+    current = exp.select(*[exp.column(k, part.main_alias) for k in part.main_key]).from_(_main_table(part)).where(
+        _in_groups([e.copy() for _, e in part.partitions], names, touched.copy()))
+    return _union([affected, stored, current], distinct=True).with_("mvflow_partitions", as_=partitions)
+
+
 def chunk_query(plan: MvPlan, part: Part) -> exp.Select:
     """The affected main keys of ``part`` whose MV key falls in chunk ``:chunk`` of ``:chunks``
     (a chunked refresh, ``compiler.kinds.mv.strategy``): the MV keys split by a hash of their values.
@@ -329,9 +357,14 @@ def chunk_query(plan: MvPlan, part: Part) -> exp.Select:
     >>> print(chunk_query(plan, plan.parts[0]).sql(dialect="spark"))
     SELECT * FROM mvflow_mv_affected_all_p0 AS o WHERE PMOD(HASH(o.id), :chunks) = :chunk
     """
+    affected = plan.view_name(f"affected_all_p{part.index}")
+    if part.partitions:  # a chunk holds whole partitions (as they are now: a key's old partition is a changed one too)
+        hashed = exp.func("pmod", exp.func("hash", *[e.copy() for _, e in part.partitions]), exp.Placeholder(this="chunks"))
+        on = _and(exp.column(k, "k").eq(exp.column(k, part.main_alias)) for k in part.main_key)
+        return (exp.select(*[exp.column(k, "k") for k in part.main_key]).from_(aliased_table(affected, "k"))
+                .join(_main_table(part), on=on, join_type="left").where(hashed.eq(exp.Placeholder(this="chunk"))))
     hashed = exp.func("pmod", exp.func("hash", *[e.copy() for e in part.key_exprs]), exp.Placeholder(this="chunks"))
-    return (exp.select("*").from_(aliased_table(plan.view_name(f"affected_all_p{part.index}"), part.main_alias))
-            .where(hashed.eq(exp.Placeholder(this="chunk"))))
+    return exp.select("*").from_(aliased_table(affected, part.main_alias)).where(hashed.eq(exp.Placeholder(this="chunk")))
 
 
 def delta_query(plan: MvPlan, batch: bool = True, counted: bool = False) -> exp.Select:

@@ -611,6 +611,9 @@ class _Refresh:
             else:
                 parts[part.index] = self.spark.table(self.plan.inputs[part.main_input].relation).select(*part.main_key).limit(0)
             self._view(f"affected_p{part.index}", parts[part.index])
+            if part.partitions and frames:  # windows: every main key of the partitions touched
+                parts[part.index] = self._checkpoint(self._sql(f"partitions:p{part.index}"))
+                self._view(f"affected_p{part.index}", parts[part.index])
         keys = self._sql("keys")  # over the checkpoints above: the same keys at every use
         count = keys.count()
         # No part has more distinct main keys than there are MV keys: each maps to its own.

@@ -87,10 +87,10 @@ def why_not_merged(select: exp.Select, derived: exp.Subquery) -> str | None:
                        ("uses LATERAL VIEW or PIVOT", ("laterals", "pivots"))):
         if any(inner.args.get(arg) for arg in args):
             return f"it {what}"
-    if inner.find(exp.AggFunc):
-        return "it aggregates"
     if inner.find(exp.Window):
         return "it uses window functions"
+    if inner.find(exp.AggFunc):
+        return "it aggregates"
     if any(n is not inner for n in inner.find_all(exp.Query)) or not all(isinstance(s, exp.Table) for s in sources(inner)):
         return "it reads a subquery"
     inner_joins = inner.args.get("joins") or []
@@ -177,7 +177,7 @@ def _identity(inner: exp.Select) -> bool:
 
 def _parenthesised(value: exp.Expression) -> exp.Expression:
     """``value`` as an operand: an operator's result in parentheses (``a + b`` read as ``x`` in ``x * 2``)."""
-    atomic = isinstance(value, (exp.Column, exp.Literal, exp.Func, exp.Paren, exp.Null, exp.Boolean))
+    atomic = isinstance(value, (exp.Column, exp.Literal, exp.Func, exp.Paren, exp.Null, exp.Boolean, exp.Window))
     return value if atomic else exp.Paren(this=value)
 
 
