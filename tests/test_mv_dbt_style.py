@@ -101,6 +101,7 @@ select o.offer_id, o.title
 from {{{{ ref('stg_offers') }}}} as o
 where o.shop_id in (select shop_id from {{{{ ref('stg_shops') }}}} where rating >= 2)
   and not exists (select 1 from {{{{ source('{db}', 'prices') }}}} as p where p.offer_id = o.offer_id and p.kind = 'promo')
+  and o.offer_id not in (select offer_id from {{{{ source('{db}', 'prices') }}}} where kind = 'clearance')
 """
 
 
@@ -119,7 +120,7 @@ def _world(spark, tmp_path, table_format: str = "parquet") -> World:
 def test_marts_over_staging_views_and_import_ctes_refresh_by_key(spark, tmp_path, table_format):
     world = _world(spark, tmp_path, table_format)
     # shop_summary reads the groups shop_counts publishes; shop_categories is a SELECT DISTINCT;
-    # open_shop_offers filters by IN and NOT EXISTS subqueries. On Delta, only what its storage
+    # open_shop_offers filters by IN, NOT EXISTS and NOT IN subqueries. On Delta, only what its storage
     # does differently: the groups a MERGE batch publishes
     marts = ("offer_facts", "shop_counts", "shop_summary", "shop_categories", "open_shop_offers") \
         if table_format == "parquet" else ("shop_counts", "shop_summary")
@@ -134,10 +135,12 @@ def test_marts_over_staging_views_and_import_ctes_refresh_by_key(spark, tmp_path
                  world.put("offers", id=3, shop_id=100, cat_id=8),               # re-pointed: leaves a group, joins another
                  world.delete("prices", 1, "promo"), world.delete("prices", 3, "promo")),  # NOT EXISTS turns true
         lambda: (world.delete("offers", 2),                                      # filtered out by the staging view
-                 world.put("offers", id=5, status="hidden")),                    # leaves the mart's WHERE
+                 world.put("offers", id=5, status="hidden"),                     # leaves the mart's WHERE
+                 world.put("prices", offer_id=3, kind="clearance", price=Decimal("0.50"))),  # NOT IN turns false
         lambda: (world.delete("shops", 200),                                     # the inner join's partner leaves its view
                  world.put("shops", id=300, rating=2),                           # enters the IN subquery
-                 world.put("prices", offer_id=1, kind="promo", price=Decimal("1.00"))),  # and false again
+                 world.put("prices", offer_id=1, kind="promo", price=Decimal("1.00")),  # and false again
+                 world.delete("prices", 3, "clearance")),                        # NOT IN true again
     ]
     for change in batches:
         change()

@@ -83,5 +83,8 @@ def _flatten(query: exp.Expression, relations: Relations, part: bool = False) ->
         expand_stars(query, relations.columns)
         qualify_columns(query, relations.columns)
         semijoins_as_joins(query, relations.keys)
-        return merge_derived_tables(query if part else distinct_as_group_by(query))
+        merged = merge_derived_tables(query if part else distinct_as_group_by(query))
+        if isinstance(merged, exp.Select):  # NOT IN needs its column's table: known once a derived FROM is merged
+            semijoins_as_joins(merged, relations.keys)
+        return merged
     return query

@@ -3,16 +3,19 @@ of that table, which the analysis refreshes like any join by key:
 
 - ``x IN (SELECT t.k FROM t WHERE p)`` and ``EXISTS (SELECT … FROM t WHERE t.k = x AND p)`` an
   INNER JOIN ``ON t.k = x AND p`` (it adds no row: at most one ``t`` row has the key);
-- ``NOT EXISTS (…)`` by ``t``'s primary key a LEFT JOIN with ``t.k IS NULL`` in WHERE.
+- ``NOT EXISTS (…)`` by ``t``'s primary key a LEFT JOIN with ``t.k IS NULL`` in WHERE;
+- ``x NOT IN (SELECT t.k …)`` likewise, when neither side can be NULL: ``t.k`` is ``t``'s primary
+  key and ``x`` a primary key column of the FROM table (a NULL on either side makes ``NOT IN``
+  false or unknown where ``NOT EXISTS`` is true).
 
-``NOT IN`` stays as it is (one NULL in its list makes it false for every row), and so does a
-subquery that binds no unique key (several matching rows), for the analysis to refuse.
+Any other ``NOT IN`` stays as it is, and so does a subquery that binds no unique key (several
+matching rows), for the analysis to refuse.
 
 >>> from compiler.parse import parse_select, pretty
 >>> select = parse_select("select o.id from raw.o as o where o.status = 'live' "
 ...                       "and o.shop_id in (select s.id from raw.s as s where s.open) "
 ...                       "and not exists (select 1 from raw.b as b where b.offer_id = o.id)", "m")
->>> semijoins_as_joins(select, {"raw.s": (("id",),), "raw.b": (("offer_id",),)})
+>>> semijoins_as_joins(select, {"raw.o": (("id",),), "raw.s": (("id",),), "raw.b": (("offer_id",),)})
 >>> print(pretty(select))
 SELECT
   o.id
@@ -57,15 +60,16 @@ def semijoins_as_joins(select: exp.Select, keys: Keys) -> None:
 
 def _as_join(select: exp.Select, conjunct: exp.Expression, keys: Keys) -> tuple[exp.Join, exp.Expression | None] | None:
     """(the join, the WHERE condition an anti-join leaves) for one conjunct, or None."""
-    anti = isinstance(conjunct, exp.Not) and isinstance(conjunct.this, exp.Exists)
-    if isinstance(conjunct, exp.In) and isinstance(conjunct.args.get("query"), exp.Subquery):
-        inner, outer = conjunct.args["query"].this, conjunct.this
+    anti = isinstance(conjunct, exp.Not) and isinstance(conjunct.this, (exp.Exists, exp.In))
+    member = conjunct.this if anti else conjunct
+    if isinstance(member, exp.In) and isinstance(member.args.get("query"), exp.Subquery):
+        inner, outer = member.args["query"].this, member.this
         if not isinstance(outer, exp.Column) or not _one_table(inner) or len(inner.expressions) != 1:
             return None
         picked = inner.expressions[0].unalias()
-        if not isinstance(picked, exp.Column):
+        if not isinstance(picked, exp.Column) or (anti and not _never_null(select, outer, keys)):
             return None
-        bound = {picked.name.lower(): picked.eq(outer.copy())}
+        bound = {picked.name.lower(): picked.eq(outer.copy()), **_correlations(inner)}
     elif isinstance(conjunct, exp.Exists) or anti:
         inner = (conjunct.this if anti else conjunct).this
         if not _one_table(inner):
@@ -85,6 +89,15 @@ def _as_join(select: exp.Select, conjunct: exp.Expression, keys: Keys) -> tuple[
     join = exp.Join(this=table, on=exp.and_(*bound.values(), *filters), side="LEFT" if anti else None)
     first_key = next(iter(bound))
     return join, exp.column(first_key, alias(table)).is_(exp.null()) if anti else None
+
+
+def _never_null(select: exp.Select, column: exp.Column, keys: Keys) -> bool:
+    """Whether ``column`` is a primary key column of ``select``'s FROM table (never NULL there)."""
+    main = sources(select)[0] if sources(select) else None
+    if not isinstance(main, exp.Table) or column.table.lower() != alias(main):
+        return False
+    primary = keys.get(table_name(main), ())[:1]
+    return any(column.name.lower() in key for key in primary)
 
 
 def _one_table(inner: exp.Expression) -> bool:
