@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+
 @dataclass
 class Model:
     name: str

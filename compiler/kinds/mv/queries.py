@@ -358,13 +358,15 @@ def chunk_query(plan: MvPlan, part: Part) -> exp.Select:
     SELECT * FROM mvflow_mv_affected_all_p0 AS o WHERE PMOD(HASH(o.id), :chunks) = :chunk
     """
     affected = plan.view_name(f"affected_all_p{part.index}")
-    if part.partitions:  # a chunk holds whole partitions (as they are now: a key's old partition is a changed one too)
-        hashed = exp.func("pmod", exp.func("hash", *[e.copy() for _, e in part.partitions]), exp.Placeholder(this="chunks"))
+    # a windowed part's chunk holds whole partitions (as they are now: a key's old partition is a changed one too)
+    values = [e for _, e in part.partitions] or part.key_exprs
+    in_chunk = exp.func("pmod", exp.func("hash", *[e.copy() for e in values]), exp.Placeholder(this="chunks")).eq(
+        exp.Placeholder(this="chunk"))
+    if part.partitions:
         on = _and(exp.column(k, "k").eq(exp.column(k, part.main_alias)) for k in part.main_key)
         return (exp.select(*[exp.column(k, "k") for k in part.main_key]).from_(aliased_table(affected, "k"))
-                .join(_main_table(part), on=on, join_type="left").where(hashed.eq(exp.Placeholder(this="chunk"))))
-    hashed = exp.func("pmod", exp.func("hash", *[e.copy() for e in part.key_exprs]), exp.Placeholder(this="chunks"))
-    return exp.select("*").from_(aliased_table(affected, part.main_alias)).where(hashed.eq(exp.Placeholder(this="chunk")))
+                .join(_main_table(part), on=on, join_type="left").where(in_chunk))
+    return exp.select("*").from_(aliased_table(affected, part.main_alias)).where(in_chunk)
 
 
 def delta_query(plan: MvPlan, batch: bool = True, counted: bool = False) -> exp.Select:

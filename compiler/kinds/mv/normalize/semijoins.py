@@ -69,7 +69,9 @@ def _as_join(select: exp.Select, conjunct: exp.Expression, keys: Keys) -> tuple[
         picked = inner.expressions[0].unalias()
         if not isinstance(picked, exp.Column) or (anti and not _never_null(select, outer, keys)):
             return None
-        bound = {picked.name.lower(): picked.eq(outer.copy()), **_correlations(inner)}
+        bound = {picked.name.lower(): picked.eq(outer.copy())}  # first: an anti-join tests it for NULL
+        for column, equality in _correlations(inner).items():
+            bound.setdefault(column, equality)
     elif isinstance(conjunct, exp.Exists) or anti:
         inner = (conjunct.this if anti else conjunct).this
         if not _one_table(inner):
