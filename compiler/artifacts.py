@@ -7,6 +7,7 @@ keys, no timestamps, one trailing newline.
 from __future__ import annotations
 
 import json
+import posixpath
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any, Iterable
@@ -27,11 +28,13 @@ def model_stem(model: Model, manifest: Manifest) -> str:
     test's is ``tests/<name>``."""
     if isinstance(model, DataTest):
         return model.target_stem
+    stem = model.path[: -len(".sql")]
     for root in manifest.project.model_paths:
         prefix = root.rstrip("/") + "/"
         if model.path.startswith(prefix):
-            return model.path[len(prefix):-len(".sql")]
-    return model.path[: -len(".sql")]
+            stem = model.path[len(prefix):-len(".sql")]
+            break
+    return posixpath.join(posixpath.dirname(stem), model.name) if model.owner else stem  # beside its owner's
 
 
 def compiled_sql(model: Model) -> str:

@@ -26,6 +26,7 @@ from .graph import build_graph, model_id, source_id
 from .kinds import Kind, KindError, create_kind
 from .dbt.config import RENAMED, translate as translate_dbt_config
 from .kinds.ephemeral import cte_name
+from .kinds.mv.lift import lift_models
 from .kinds.mv.plan import check_mvs
 from .kinds.seed import read_seed, seed_select
 from .manifest import Manifest, Model
@@ -70,6 +71,12 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
     graph = _graph(models, sources, unusable, problems)
     _render_final(models, templates, renderer, sources or {}, problems)
     warnings += _parse_models(models, sources or {}, problems, cache)
+    problems.raise_if_any()
+    for problem in lift_models(models, {m.relation for m in models.values()} | {s.lower() for s in sources or {}}):
+        problems.add(problem)
+    if any(m.owner for m in models.values()):  # aggregates lifted into mvs of their own: nodes of the DAG
+        models = dict(sorted(models.items()))
+        graph = _graph(models, sources, unusable, problems)
     problems.raise_if_any()
     manifest = Manifest(project, defaults.name, defaults.spark.database, sources, models, graph, warnings, cache)
     _infer_columns(manifest)
@@ -410,7 +417,8 @@ def _graph(models: dict[str, Model], sources: dict[str, Source] | None, unusable
                 hint = "did you mean source('{}', '{}')?".format(*close[0].split(".", 1)) if close else "declare it in lineage/*.yml"
                 problems.add(Problem(f"source('{db}', '{table}'): no such source", model.path, call.line, hint=hint,
                                      code="unknown-source"))
-    nodes = [(model_id(m.name), {"kind": m.kind.name, "tags": m.tags, "path": m.path}) for m in models.values()]
+    nodes = [(model_id(m.name), {"kind": m.kind.name, "tags": m.tags, "path": m.path,
+                                 **({"owner": model_id(m.owner)} if m.owner else {})}) for m in models.values()]
     nodes += [(source_id(s.id), {"kind": "source", "tags": s.tags, "path": s.path}) for s in (sources or {}).values()]
     try:
         return build_graph([(a, b, data) for (a, b), data in edges.items()], nodes)

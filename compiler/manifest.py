@@ -54,6 +54,8 @@ class Model:
     notes: list[Problem] = field(default_factory=list)  # warnings found while reading it (dbt settings not applied)
     incremental_sql: str = ""  # an incremental model's SELECT with is_incremental() true (kinds/incremental.py)
     constraint_key: DeclaredKey | None = None  # dbt's constraints: primary_key in its YAML (declared_keys.py)
+    owner: str = ""  # an mv lifted out of the mv ``owner`` (kinds/mv/lift.py): selected and run with it
+    mv_query: exp.Query | None = field(default=None, repr=False, compare=False)  # an mv's SELECT reading its lifted mvs
     _ast: exp.Query | None = field(default=None, init=False, repr=False, compare=False)
     _parse_later: bool = field(default=False, init=False, repr=False, compare=False)
     _printed: tuple[exp.Query | None, str] | None = field(default=None, init=False, repr=False, compare=False)

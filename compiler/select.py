@@ -133,7 +133,13 @@ def _union(graph: nx.DiGraph, terms: list[str], option: str) -> set[str]:
             result |= set.intersection(*parts)
     except SelectionError as exc:
         raise SelectionError([replace(p, path=p.path or option) for p in exc.problems]) from exc
-    return result
+    return _with_owned(graph, result)
+
+
+def _with_owned(graph: nx.DiGraph, chosen: set[str]) -> set[str]:
+    """``chosen`` with the mvs lifted out of its mvs (kinds/mv/lift.py), at any depth: they come along."""
+    owned = {n for n in graph if graph.nodes[n].get("owner") in chosen} - chosen
+    return _with_owned(graph, chosen | owned) if owned else chosen
 
 
 def _expand(graph: nx.DiGraph, criterion: Criterion, strict: bool) -> set[str]:

@@ -132,6 +132,22 @@ LEFT JOIN {{{{ source('{db}', 'categories') }}}} AS tc ON tc.id = t.cat_id
 WHERE o.deleted = FALSE
 """
 
+# an aggregate joined back (kinds/mv/lift.py): offers with their tags counted by a CTE, itself a join
+TAG_COUNTS = """
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+with tagged as (
+    select t.offer_id, count(*) as tags, max(c.name) as last_category
+    from {{{{ source('{db}', 'offer_tags') }}}} as t
+    left join {{{{ source('{db}', 'categories') }}}} as c on c.id = t.cat_id
+    where t.deleted = false
+    group by t.offer_id
+)
+select o.id, o.title, coalesce(tagged.tags, 0) as tags, tagged.last_category
+from {{{{ source('{db}', 'offers') }}}} as o
+left join tagged on tagged.offer_id = o.id
+where o.deleted = false
+"""
+
 STAFF = """
 {{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
 SELECT o.id, st.id AS staff_id, o.title, s.name AS shop, st.name AS staff

@@ -160,7 +160,7 @@ def test_a_dbt_project_gives_dbts_tables_and_verdicts(spark, tmp_path, dbt_side,
         assert {names[r["source"]]: r["status"] for r in ours} == dbt_side["freshness"] == {"raw.orders": "pass"}
         assert code == dbt_side["freshness_exit"] == 0
 
-        assert verdicts == dbt_side["verdicts"] and len(verdicts[0]) == 16
+        assert verdicts == dbt_side["verdicts"] and len(verdicts[0]) == 18
         assert verdicts[0]["relationships_stg_orders_customer_id__customer_id__ref_stg_customers_"] == ("warn", 1)
         ours, theirs = relations(spark), dbt_side["relations"]
         assert set(ours) == set(theirs)
@@ -178,6 +178,35 @@ def test_a_dbt_project_gives_dbts_tables_and_verdicts(spark, tmp_path, dbt_side,
         for schema in SCHEMAS:
             spark.sql(f"DROP DATABASE IF EXISTS {schema} CASCADE")
 
+
+
+def test_its_marts_made_mvs_and_nothing_else_changed_refresh_by_key(spark, tmp_path, capsys):
+    """The project with `+materialized: mv` on its marts folder: customer_orders (a GROUP BY over staging
+    views, joined to the ephemeral order_payments, which aggregates) builds; an edited payment refreshes
+    the one order and the one customer it reaches, and verify recomputes the SELECT as written. The
+    seeds are keyed by the unique and not_null tests of the staging views that rename them."""
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURE, project)
+    settings = project / "dbt_project.yml"
+    settings.write_text(settings.read_text().replace("+materialized: table", "+materialized: mv"))
+    payments = project / "data" / "raw_payments.csv"
+    try:
+        for command in ("seed", "run"):
+            main(["--project-dir", str(project), command])
+        assert "\n1,1,credit_card,10.00\n" in payments.read_text()
+        payments.write_text(payments.read_text().replace("\n1,1,credit_card,10.00\n", "\n1,1,credit_card,12.00\n"))
+        main(["--project-dir", str(project), "seed"])
+        capsys.readouterr()
+        main(["--project-dir", str(project), "run", "-s", "customer_orders"])  # its lifted aggregate comes along
+        out = capsys.readouterr().out
+        assert "1 keys refreshed (changed: raw_payments 1)" in out and "1 keys refreshed (changed: customer_orders__p 1)" in out, out
+        main(["--project-dir", str(project), "verify", "-s", "customer_orders"])
+        out = capsys.readouterr().out
+        assert "OK    customer_orders__p (" in out and "OK    customer_orders (" in out, out
+        assert "Traceback" not in out
+    finally:
+        for schema in SCHEMAS:
+            spark.sql(f"DROP DATABASE IF EXISTS {schema} CASCADE")
 
 
 def test_the_fixture_compiles_as_dbt_names_and_configures_it(tmp_path):

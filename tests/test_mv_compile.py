@@ -102,9 +102,9 @@ def test_input_ast_is_not_modified():
 
 
 def _source():
-    from compiler.kinds.mv.plan import _Input
+    from compiler.kinds.mv.inputs import Input
 
-    return _Input("d.o", "d.o", "position", ("id",), None, position=("v",))
+    return Input("d.o", "d.o", "position", ("id",), None, position=("v",))
 
 
 def test_derived_sql_is_deterministic_and_explained():
@@ -222,6 +222,36 @@ def test_an_input_table_or_seed_is_keyed_by_what_the_project_declares(make_proje
     assert (inputs["shops"].key, inputs["shops"].key_from) == (("code", "region"), "constraints primary_key at seeds/shops.yml:4")
     assert (inputs["cats"].key, inputs["cats"].key_from) == (("id",), "constraints primary_key at models/cats.yml:5")
     assert inputs["d.o"].key_from == "primary_key at lineage/s.yml:2"
+
+
+def test_a_seed_is_keyed_by_what_a_view_renaming_it_declares(make_project):
+    """dbt projects test unique and not_null on the staging view (stg_customers.customer_id), not on
+    the seed it renames: that keys the seed, unless the view filters (it says nothing of the rows it
+    leaves out)."""
+    from compiler.compile import compile_project
+    from compiler.kinds.mv.plan import mv_plan
+    from compiler.project import load_project
+
+    def project(where: str):
+        return make_project({
+            "seeds/raw_customers.csv": "id,name\n1,Ann\n",
+            "models/stg_customers.sql": "{{ config(materialized='view') }}\nwith source as (select * from "
+                                        "{{ ref('raw_customers') }}) select id as customer_id, upper(name) as name from "
+                                        f"source{where}\n",
+            "models/stg_customers.yml": "models:\n  - name: stg_customers\n    columns:\n      - name: customer_id\n"
+                                        "        tests: [unique, not_null]\n",
+            "models/customers.sql": "{{ config(materialized='mv') }}\nselect c.customer_id, c.name from "
+                                    "{{ ref('stg_customers') }} as c\n",
+        })
+
+    manifest = compile_project(load_project(project("")))
+    seed = mv_plan(manifest.models["customers"], manifest).inputs["raw_customers"]
+    assert seed.key == ("id",) and seed.key_from == (
+        "tests unique and not_null of column customer_id at models/stg_customers.yml:5 on the view stg_customers, "
+        "which selects raw_customers.id as customer_id")
+    with pytest.raises(CompileError) as error:
+        compile_project(load_project(project(" where name <> 'x'")))
+    assert error.value.problems[0].code == "mv-no-key"
 
 
 def test_an_incremental_model_is_keyed_by_its_unique_key_only_when_it_merges_by_it(make_project):

@@ -105,10 +105,50 @@ where o.shop_id in (select shop_id from {{{{ ref('stg_shops') }}}} where rating 
 """
 
 
+# jaffle_shop's `customers`: aggregate CTEs joined back by key, one of them over a join (payments to
+# orders there, prices to offers here); each is lifted into an mv of its own (compiler.kinds.mv.lift)
+SHOP_STATS = """
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+with shops as (
+    select * from {{{{ ref('stg_shops') }}}}
+),
+offers as (
+    select * from {{{{ ref('stg_offers') }}}}
+),
+prices as (
+    select * from {{{{ source('{db}', 'prices') }}}}
+),
+shop_offers as (
+    select shop_id, 'stg_offers' as counted_in, count(offer_id) as offers, min(title) as first_title
+    from offers
+    group by shop_id
+),
+shop_prices as (
+    select offers.shop_id, sum(prices.price) as total_price, count(*) as prices
+    from prices
+    left join offers on prices.offer_id = offers.offer_id
+    group by offers.shop_id
+),
+final as (
+    select
+        shops.shop_id,
+        shops.shop_name,
+        coalesce(shop_offers.offers, 0) as offers,
+        shop_offers.first_title,
+        shop_prices.total_price
+    from shops
+    left join shop_offers on shops.shop_id = shop_offers.shop_id
+    left join shop_prices on shop_prices.shop_id = shops.shop_id
+)
+select * from final
+"""
+
+
 def _world(spark, tmp_path, table_format: str = "parquet") -> World:
     world = World(spark, tmp_path, {"stg_offers": STG_OFFERS, "stg_shops": STG_SHOPS.replace("<shop_filter>", ""),
                                     "offer_facts": OFFER_FACTS, "shop_counts": SHOP_COUNTS, "shop_summary": SHOP_SUMMARY,
-                                    "shop_categories": SHOP_CATEGORIES, "open_shop_offers": OPEN_SHOP_OFFERS},
+                                    "shop_categories": SHOP_CATEGORIES, "open_shop_offers": OPEN_SHOP_OFFERS,
+                                    "shop_stats": SHOP_STATS},
                   table_format=table_format)
     seed(world)
     world.flush()
@@ -122,8 +162,8 @@ def test_marts_over_staging_views_and_import_ctes_refresh_by_key(spark, tmp_path
     # shop_summary reads the groups shop_counts publishes; shop_categories is a SELECT DISTINCT;
     # open_shop_offers filters by IN, NOT EXISTS and NOT IN subqueries. On Delta, only what its storage
     # does differently: the groups a MERGE batch publishes
-    marts = ("offer_facts", "shop_counts", "shop_summary", "shop_categories", "open_shop_offers") \
-        if table_format == "parquet" else ("shop_counts", "shop_summary")
+    marts = ("offer_facts", "shop_counts", "shop_summary", "shop_categories", "open_shop_offers",
+             "shop_stats__shop_offers", "shop_stats__shop_prices", "shop_stats") if table_format == "parquet" else ("shop_counts", "shop_summary")
     for mart in marts:
         assert world.refresh(mart).mode == "build"
         world.check(mart)
@@ -152,6 +192,8 @@ def test_marts_over_staging_views_and_import_ctes_refresh_by_key(spark, tmp_path
     assert {r.shop_id: r.offers for r in world.table("shop_summary")} == {100: 3, 300: 1}  # 200 left stg_shops
     if table_format == "delta":
         return
+    assert {(r.shop_id, r.offers, r.total_price) for r in world.table("shop_stats")} == {
+        (100, 3, Decimal("6.00")), (300, 1, Decimal("10.60"))}  # offers 1, 3, 7: 1.50 + 1.00 + 3.50 | 5: 5.50 + 5.10
     assert sorted(r.offer_id for r in world.table("open_shop_offers")) == [3, 7]  # shops 100 and 300, no promo price
     facts = {r.offer_id: r for r in world.table("offer_facts")}
     assert facts[1].title == "renamed" and facts[1].shop_name == "Alpha2" and 2 not in facts and 5 not in facts

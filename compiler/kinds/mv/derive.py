@@ -221,6 +221,8 @@ def explain(plan: MvPlan, notes: Iterable[str] = ()) -> str:
              *([f"  reads through the views {', '.join(plan.views)}: their SQL is expanded into the SELECT (its CTEs "
                 "inlined, * expanded), their tables are the inputs, and a change of their SQL rebuilds the MV"]
                if plan.views else []),
+             *([f"  aggregates joined back, each made an mv of its own: {', '.join(plan.lifted)} (refreshed by group "
+                "before this one, which reads the groups they change by their GROUP BY columns)"] if plan.lifted else []),
              *([f"  stored in {plan.table}, read through the view {plan.relation} (the SELECT's columns"
                 f"{' of the group rows' if plan.grouped else ''})"] if plan.table_format == "delta" and plan.table != plan.relation else []),
              *notes]

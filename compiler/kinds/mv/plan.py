@@ -37,15 +37,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-import networkx as nx
 from sqlglot import exp
 
-from ...declared_keys import declared_key
 from ...errors import CompileError, Problem
-from ...graph import is_model, model_id, node_name
 from ...parse import table_name, table_references
-from ...table_format import DELTA
 from . import MvKind
+from .inputs import BATCH, Input, catalog, mv_consumers, relations
 from .normalize import Relations, normalize
 from .normalize.merge import why_not_merged
 from .normalize.scope import conjuncts, sources as _sources
@@ -55,7 +52,6 @@ if TYPE_CHECKING:
 
 HIDDEN_PREFIX = "_mvflow_"
 SLOTS = ("a", "b")  # blue/green: a build or compaction fills the slot the view does not read
-BATCH = "mvflow_batch"  # partition column: the Hive metastore filter parser rejects a leading _
 DELETED = "_mvflow_deleted"
 FOUND = "_mvflow_found"
 WAS = "_mvflow_was"  # a GROUP BY MV's batch row: its key was stored before (groups added and removed are counted)
@@ -205,6 +201,7 @@ class MvPlan:
     cluster_by: tuple[str, ...] = ()  # delta: the table's liquid clustering columns
     consumers: tuple[str, ...] = ()  # the MVs of the project that read this one (they read its published keys)
     views: tuple[str, ...] = ()  # the views its SELECT reads, expanded into it (their sources are its inputs)
+    lifted: tuple[str, ...] = ()  # the mvs its aggregates joined back became (lift.py): it reads them
 
     @property
     def all_columns(self) -> tuple[str, ...]:
@@ -267,36 +264,17 @@ def mv_plan(model: "Model", manifest: "Manifest") -> MvPlan:
     """
     def plan() -> MvPlan:
         views: list[str] = []
-        query = normalize(model.ast, _relations(manifest, model), views)
+        query = normalize(model.mv_query or model.ast, relations(manifest, model), views)
         reads = {name for name, _ in table_references(query)}
-        return replace(_Analyzer(model.name, model.relation, model.path, _line_offset(model), query,
-                                 _catalog(manifest, model, reads), tuple(getattr(model.kind, "unique_key", ()) or ()),
+        written = manifest.models[model.owner] if model.owner else model  # a lifted mv's lines are its owner's
+        return replace(_Analyzer(model.name, model.relation, model.path, _line_offset(written), query,
+                                 catalog(manifest, model, reads, lambda other: _mv_plan_of(other, manifest)), tuple(getattr(model.kind, "unique_key", ()) or ()),
                                  model.table_format).plan(),
                        cluster_by=tuple(getattr(model.kind, "cluster_by", ()) or ()),
-                       consumers=mv_consumers(manifest, model.name), views=tuple(sorted(views)))
+                       consumers=mv_consumers(manifest, model.name), views=tuple(sorted(views)),
+                       lifted=tuple(sorted(m.name for m in manifest.models.values() if m.owner == model.name)))
 
     return manifest.derived("mv_plan", model, plan)
-
-
-def _relations(manifest: "Manifest", model: "Model") -> Relations:
-    """The views an MV's SELECT may read (expanded into it) and every table's known columns."""
-    columns: dict[str, tuple[str, ...] | None] = {
-        s.id.lower(): tuple(c.name for c in s.columns) or None for s in manifest.sources.values()}
-    columns.update({m.relation: tuple(m.columns) if m.columns else None for m in manifest.models.values()})
-    views = {m.relation: m.ast for m in manifest.models.values()
-             if m.kind.name == "view" and m.name != model.name and m.ast is not None}
-    keys = {s.id.lower(): tuple(tuple(k) for k in (s.primary_key, *s.unique) if k) for s in manifest.sources.values()}
-    keys.update({m.relation: (declared.columns,) for m in manifest.models.values()
-                 if m.kind.name in ("table", "seed", "incremental") and (declared := declared_key(manifest, m))})
-    return Relations(columns, views, keys)
-
-
-def mv_consumers(manifest: "Manifest", name: str) -> tuple[str, ...]:
-    """What reads the keys model ``name`` publishes: the ``mv`` models that read it, and its
-    batch-scoped data tests (``test:<name>``)."""
-    tests = [f"test:{t.name}" for t in manifest.tests.values() if t.attached_to == name and t.config.scope == "batch"]
-    return tuple(sorted(m.name for m in manifest.models.values()
-                        if isinstance(m.kind, MvKind) and name in m.depends_on_models)) + tuple(sorted(tests))
 
 
 def plan_from_sql(sql: str, inputs: dict[str, tuple], unique_key: tuple[str, ...] = (),
@@ -307,80 +285,18 @@ def plan_from_sql(sql: str, inputs: dict[str, tuple], unique_key: tuple[str, ...
     examples); ``views`` maps a view's relation to its SELECT."""
     from ...parse import parse_select
 
-    catalog = {t: _Input(t, t, None if mode in ("view", "fact") else mode, tuple(key), (columns or {}).get(t),
-                         position=("v",) if mode in ("position", "changes") else (BATCH,) if mode == "mv" else (),
-                         feed=f"{t}_changes" if mode == "changes" else f"{t}__mvflow_changes" if mode == "mv" else None,
-                         why=f"{t} is a {mode}", unique=tuple(tuple(u) for u in (unique[0] if unique else ())))
-               for t, (mode, key, *unique) in inputs.items()}
-    relations = Relations({t: (columns or {}).get(t) for t in inputs},
-                          {v: parse_select(text, f"models/{v}.sql") for v, text in (views or {}).items()},
-                          {t: (tuple(key), *(unique[0] if unique else ())) for t, (mode, key, *unique) in inputs.items()})
+    known = {t: Input(t, t, None if mode in ("view", "fact") else mode, tuple(key), (columns or {}).get(t),
+                      position=("v",) if mode in ("position", "changes") else (BATCH,) if mode == "mv" else (),
+                      feed=f"{t}_changes" if mode == "changes" else f"{t}__mvflow_changes" if mode == "mv" else None,
+                      why=f"{t} is a {mode}", unique=tuple(tuple(u) for u in (unique[0] if unique else ())))
+             for t, (mode, key, *unique) in inputs.items()}
+    tables = Relations({t: (columns or {}).get(t) for t in inputs},
+                       {v: parse_select(text, f"models/{v}.sql") for v, text in (views or {}).items()},
+                       {t: (tuple(key), *(unique[0] if unique else ())) for t, (mode, key, *unique) in inputs.items()})
     expanded: list[str] = []
-    query = normalize(parse_select(sql, f"models/{name}.sql"), relations, expanded)
-    return replace(_Analyzer(name, f"db.{name}", f"models/{name}.sql", 0, query, catalog, tuple(unique_key),
+    query = normalize(parse_select(sql, f"models/{name}.sql"), tables, expanded)
+    return replace(_Analyzer(name, f"db.{name}", f"models/{name}.sql", 0, query, known, tuple(unique_key),
                              table_format).plan(), cluster_by=tuple(cluster_by), views=tuple(sorted(expanded)))
-
-
-@dataclass(frozen=True)
-class _Input:
-    id: str
-    relation: str
-    mode: str | None  # None: cannot be mapped (a view, a fact, an undeclared table)
-    key: tuple[str, ...]
-    columns: tuple[str, ...] | None
-    position: tuple[str, ...] = ()
-    feed: str | None = None
-    why: str = ""
-    table_format: str = ""
-    origin: str = ""
-    unique: tuple[tuple[str, ...], ...] = ()  # alternate unique keys (a source's ``unique:``)
-    fix: str = ""  # what to do when it cannot be mapped, if not the usual
-    key_from: str = ""
-    in_slots: bool = False
-
-
-def _catalog(manifest: "Manifest", model: "Model", reads: set[str]) -> dict[str, _Input]:
-    """Every table the MV reads (its views expanded), by relation name (only those: a project has many)."""
-    graph = manifest.graph
-    upstream_models = {node_name(n) for n in nx.ancestors(graph, model_id(model.name)) if is_model(n)} \
-        if graph is not None and model_id(model.name) in graph else set()
-    catalog: dict[str, _Input] = {}
-    for source in manifest.sources.values():
-        if source.id.lower() not in reads:
-            continue
-        columns = tuple(c.name for c in source.columns) or None
-        plain = source.change_mode == "none"  # a dbt source: read in full, its changes unseen
-        catalog[source.id.lower()] = _Input(
-            source.id, source.id.lower(), None if plain else source.change_mode, tuple(source.primary_key), columns,
-            position=tuple(source.changes.position if source.changes else source.position),
-            feed=source.changes.table if source.changes else None, origin=f"{source.path}:{source.line}",
-            unique=source.unique, why=f"source {source.id} ({source.path}:{source.line}) declares no primary key and "
-                                      "change mode: declare it in lineage/*.yml" if plain else "",
-            key_from=f"primary_key at {source.path}:{source.line}")
-    for other in manifest.models.values():
-        if other.name == model.name or other.relation not in reads:
-            continue
-        kind = other.kind.name
-        mode = {"table": "table", "seed": "table", "incremental": "table", "mv": "mv"}.get(kind)  # diffed like a table
-        declared = declared_key(manifest, other) if mode else None
-        key, key_from = (declared.columns, declared.origin) if declared else ((), "")
-        why = "" if mode else f"model '{other.name}' is a {kind}: mvflow cannot see which of its rows change"
-        upstream = _mv_plan_of(other, manifest) if kind == "mv" and other.name in upstream_models else None
-        if upstream is not None:  # upstream only (directly or through views): the DAG ends the recursion
-            # its published key: with the grain of one-to-many joins, or a GROUP BY MV's groups
-            key, key_from = upstream.published_key, f"mv '{other.name}' derives it"
-        columns, fix = tuple(other.columns) if other.columns else None, ""
-        if upstream is not None and mode and not upstream.visible_key:  # readers see its SELECT's columns only
-            hidden = ", ".join(k for k in upstream.key if k not in upstream.columns)
-            mode, why = None, (f"model '{other.name}' keys its rows by what its SELECT does not select ({hidden}, the "
-                               "grain of a one-to-many join)")
-            fix = f"select the joined table's key in '{other.name}' (e.g. t.id AS tag_id), or read its sources directly"
-        catalog[other.relation] = _Input(other.name, other.relation, mode, key, columns,
-                                         position=(BATCH,) if kind == "mv" else (),
-                                         feed=f"{other.relation}__mvflow_changes" if kind == "mv" else None, why=why,
-                                         table_format=getattr(other, "table_format", "") or "", fix=fix,
-                                         key_from=key_from, in_slots=kind in ("table", "seed") and other.table_format != DELTA)
-    return catalog
 
 
 def _mv_plan_of(other: "Model", manifest: "Manifest") -> MvPlan | None:
@@ -407,7 +323,7 @@ class _Analyzer:
     """Runs the validation phases over one MV SELECT; ``plan()`` raises or returns the plan."""
 
     def __init__(self, name: str, relation: str, path: str, offset: int, ast: exp.Query,
-                 catalog: dict[str, _Input], unique_key: tuple[str, ...], table_format: str = "parquet"):
+                 catalog: dict[str, Input], unique_key: tuple[str, ...], table_format: str = "parquet"):
         self.name, self.relation, self.path, self.offset = name, relation, path, offset
         self.table_format = table_format
         self.ast = ast.copy()
@@ -544,7 +460,8 @@ class _Analyzer:
         group = select.args.get("group")
         outputs, names = [unalias(e) for e in select.expressions], _output_names(select)
         how = "GROUP BY the selected columns that key the MV's rows, e.g. SELECT o.shop_id, count(*) AS n … GROUP BY o.shop_id"
-        if group is None or not group.expressions or any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "all")):
+        if group is None or not group.expressions or any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "all")) \
+                or any(isinstance(e, (exp.Rollup, exp.Cube, exp.GroupingSets)) for e in group.expressions):
             self.problem(group or select, "mv-aggregate", "an mv aggregates by GROUP BY of plain expressions only "
                          "(not without GROUP BY, nor ROLLUP, CUBE, GROUPING SETS or GROUP BY ALL)", how)
             return select
@@ -560,7 +477,7 @@ class _Analyzer:
             else:
                 found[at] = outputs[at]
         for at, output in enumerate(outputs):
-            if at not in found and not output.find(exp.AggFunc):
+            if at not in found and not output.find(exp.AggFunc) and not _is_literal(output):  # a constant: the same in every group
                 self.problem(select.expressions[at], "mv-aggregate",
                              f"column '{names[at]}' is neither in GROUP BY nor an aggregate", how)
         self.groups = tuple((names[at], found[at]) for at in sorted(found))
@@ -583,7 +500,7 @@ class _Analyzer:
             self.problem(select, "mv-subquery", "an mv reads FROM a table (its main source)", _SUGGEST_TABLE)
             return None
         tables = [main.this] + [j.this for j in select.args.get("joins") or []]
-        aliases: dict[str, _Input] = {}
+        aliases: dict[str, Input] = {}
         order: list[str] = []
         for table in tables:
             alias = table.alias_or_name.lower()
@@ -599,7 +516,7 @@ class _Analyzer:
         self._check_columns(select, aliases, order)
         return {"aliases": aliases, "order": order}
 
-    def _input(self, table: exp.Table) -> _Input | None:
+    def _input(self, table: exp.Table) -> Input | None:
         name = table_name(table)
         found = self.catalog.get(name)
         if found is None:
@@ -613,7 +530,7 @@ class _Analyzer:
         if not found.key:
             self.problem(table, "mv-no-key", f"input {name} has no primary key",
                          "declare primary_key for a source; for a model or seed, unique_key in its config or a column "
-                         "with both unique and not_null tests")
+                         "with both unique and not_null tests (on it, or on a view that selects it whole: no WHERE)")
             return None
         return found
 
@@ -628,7 +545,7 @@ class _Analyzer:
                     self.problem(column, "mv-unqualified-column", f"column '{column.name}' is not qualified",
                                  f"write alias.{column.name} (aliases: {', '.join(order)})")
 
-    def _check_columns(self, select: exp.Select, aliases: dict[str, _Input], order: list[str]) -> None:
+    def _check_columns(self, select: exp.Select, aliases: dict[str, Input], order: list[str]) -> None:
         for column in select.find_all(exp.Column):
             alias = column.table.lower()
             if not alias or column.is_star:
@@ -769,7 +686,7 @@ class _Analyzer:
             links.append(self._link(join, alias, info["aliases"][alias]))
         return links
 
-    def _link(self, join: exp.Join, alias: str, source: _Input) -> Link:
+    def _link(self, join: exp.Join, alias: str, source: Input) -> Link:
         bound: dict[str, exp.Column] = {}
         literals: dict[str, exp.Expression] = {}
         parents: set[str] = set()
@@ -1076,13 +993,26 @@ def check_mvs(manifest: "Manifest") -> list[Problem]:
     """Validate every ``mv`` model of a manifest (``mvflow compile`` fails on errors); returns warnings."""
     problems: list[Problem] = []
     warnings: list[Problem] = []
-    for model in manifest.models.values():
-        if not isinstance(model.kind, MvKind) or model.ast is None:
+    failed: set[str] = set()
+    def depth(model: "Model") -> int:  # lifted ones first, innermost first: their owners read them
+        return 1 + depth(manifest.models[model.owner]) if model.owner else 0
+
+    for model in sorted(manifest.models.values(), key=lambda m: -depth(m)):
+        if not isinstance(model.kind, MvKind) or model.ast is None or model.name in failed:
             continue
         try:
             warnings += mv_plan(model, manifest).warnings
         except CompileError as exc:
-            problems += exc.problems
+            problems += [_lifted_problem(p, model) for p in exc.problems] if model.owner else exc.problems
+            failed.add(model.owner)  # the owner would fail for want of it: its error is this one
     if problems:
         raise CompileError(problems)
     return warnings
+
+
+def _lifted_problem(problem: Problem, model: "Model") -> Problem:
+    """A problem of a lifted mv, said as one of its owner's (the user wrote the owner)."""
+    alias = model.name[len(model.owner) + 2:]
+    return replace(problem, message=problem.message.replace(
+        f"mv '{model.name}':", f"mv '{model.owner}': its aggregate '{alias}' (made the mv '{model.name}' to be refreshed by "
+                               "its groups):", 1))

@@ -70,7 +70,7 @@ def _lifted(select: exp.Select) -> exp.Query | None:
     outputs = []
     for projection in select.expressions:
         value = projection.this if isinstance(projection, exp.Alias) else projection
-        value = value.copy().transform(lambda n: _parenthesised(expressions[n.name.lower()].copy())
+        value = value.copy().transform(lambda n: _parenthesised(_at_line_of(n, expressions[n.name.lower()].copy()))
                                        if isinstance(n, exp.Column) else n)
         outputs.append(_unwrap(exp.alias_(value, projection.alias_or_name)))
     inner.set("expressions", outputs)
@@ -144,7 +144,7 @@ def _substitute(select: exp.Select, name: str, expressions: dict[str, exp.Expres
     select.set("expressions", [exp.alias_(p, p.name) if isinstance(p, exp.Column) and p.table.lower() == name else p
                                for p in select.expressions])
     for column in [c for c in own_columns(select) if c.table.lower() == name]:
-        value = expressions[column.name.lower()].copy()
+        value = _at_line_of(column, expressions[column.name.lower()].copy())
         column.replace(value if isinstance(column.parent, exp.Alias) else _parenthesised(value))
     select.set("expressions", [_unwrap(e) for e in select.expressions])
 
@@ -173,6 +173,15 @@ def _outputs(inner: exp.Select) -> dict[str, exp.Expression]:
 def _identity(inner: exp.Select) -> bool:
     """``SELECT * FROM t`` (perhaps filtered): every column of one table, whether known or not."""
     return len(inner.expressions) == 1 and star(inner.expressions[0]) and not inner.args.get("joins")
+
+
+def _at_line_of(column: exp.Column, value: exp.Expression) -> exp.Expression:
+    """``value`` (read in place of ``column``) said to be at the column's line: a problem found in it
+    points where the query reads it, not into the view or CTE that computes it."""
+    line = next((n.meta["line"] for n in column.walk() if isinstance(n, exp.Expression) and n.meta.get("line")), None)
+    if line:
+        value.meta["line"] = line
+    return value
 
 
 def _parenthesised(value: exp.Expression) -> exp.Expression:
