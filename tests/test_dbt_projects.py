@@ -5,14 +5,16 @@ grew (incremental models then take their incremental path).
 
 dbt runs in bench's own venv (``bench/peers.py``; CI installs it the first time, a few minutes),
 in its own processes with its own warehouse and metastore; a small script in that venv dumps its
-relations as JSON. The project is ``tests/fixtures/dbt_shop`` (seeds, sources, views, tables,
-ephemeral and incremental models with append/insert_overwrite/merge, hooks, generic, custom and
-singular tests, store_failures, docs blocks).
+relations as JSON. The project is ``tests/fixtures/dbt_shop`` (seeds, sources, views, tables, one
+of them in jaffle_shop's `customers` shape, ephemeral and incremental models with
+append/insert_overwrite/merge, hooks, generic, custom and singular tests, store_failures, docs
+blocks); its marts are also run as mvs.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import textwrap
@@ -180,29 +182,40 @@ def test_a_dbt_project_gives_dbts_tables_and_verdicts(spark, tmp_path, dbt_side,
 
 
 
+@pytest.mark.slow  # 45 s of CLI runs; the fast tier refreshes these shapes in tests/test_mv_dbt_style.py
 def test_its_marts_made_mvs_and_nothing_else_changed_refresh_by_key(spark, tmp_path, capsys):
     """The project with `+materialized: mv` on its marts folder: customer_orders (a GROUP BY over staging
-    views, joined to the ephemeral order_payments, which aggregates) builds; an edited payment refreshes
-    the one order and the one customer it reaches, and verify recomputes the SELECT as written. The
+    views, joined to the ephemeral order_payments, which aggregates) and customer_totals (jaffle_shop's
+    customers: aggregate CTEs joined back by customer) build; a new order and an edited payment
+    refresh the groups and customers they reach, and verify recomputes each SELECT as written. The
     seeds are keyed by the unique and not_null tests of the staging views that rename them."""
     project = tmp_path / "project"
     shutil.copytree(FIXTURE, project)
     settings = project / "dbt_project.yml"
     settings.write_text(settings.read_text().replace("+materialized: table", "+materialized: mv"))
     payments = project / "data" / "raw_payments.csv"
+    marts = "customer_orders customer_totals"  # their lifted aggregates come along
     try:
         for command in ("seed", "run"):
             main(["--project-dir", str(project), command])
         assert "\n1,1,credit_card,10.00\n" in payments.read_text()
         payments.write_text(payments.read_text().replace("\n1,1,credit_card,10.00\n", "\n1,1,credit_card,12.00\n"))
+        with (project / "data" / "raw_orders.csv").open("a") as handle:
+            handle.write(NEW_ORDER)  # customer 2's
         main(["--project-dir", str(project), "seed"])
         capsys.readouterr()
-        main(["--project-dir", str(project), "run", "-s", "customer_orders"])  # its lifted aggregate comes along
+        main(["--project-dir", str(project), "run", "-s", marts])
         out = capsys.readouterr().out
-        assert "1 keys refreshed (changed: raw_payments 1)" in out and "1 keys refreshed (changed: customer_orders__p 1)" in out, out
-        main(["--project-dir", str(project), "verify", "-s", "customer_orders"])
+        for model, refreshed in (("customer_orders__p", "1 keys refreshed (changed: raw_payments 1)"),
+                                 ("customer_orders", "2 keys refreshed (changed: customer_orders__p 1, raw_orders 1)"),
+                                 ("customer_totals__orders_per_customer", "1 keys refreshed (changed: raw_orders 1)"),
+                                 ("customer_totals__paid_per_customer", "1 keys refreshed")):
+            assert re.search(rf"OK +mv +{model} .*: {re.escape(refreshed)}", out), (model, out)
+        main(["--project-dir", str(project), "verify", "-s", marts])
         out = capsys.readouterr().out
-        assert "OK    customer_orders__p (" in out and "OK    customer_orders (" in out, out
+        assert sorted(re.findall(r"^OK +(\w+) ", out, re.M)) == [
+            "customer_orders", "customer_orders__p", "customer_totals", "customer_totals__orders_per_customer",
+            "customer_totals__paid_per_customer"], out
         assert "Traceback" not in out
     finally:
         for schema in SCHEMAS:

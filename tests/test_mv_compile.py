@@ -278,3 +278,15 @@ def test_an_incremental_model_is_keyed_by_its_unique_key_only_when_it_merges_by_
     with pytest.raises(CompileError) as error:
         compile_project(load_project(project("append")))  # an appended row may repeat a key
     assert [(p.path, p.line, p.code) for p in error.value.problems] == [("models/wide.sql", 3, "mv-no-key")]
+
+
+def test_a_full_join_is_refused_with_the_union_that_replaces_it():
+    sources = parse_sources("d.a=position(id) d.b=position(id)")
+    with pytest.raises(CompileError) as error:
+        plan_from_sql("SELECT a.id, b.id AS b_id, a.x, b.y FROM d.a AS a FULL OUTER JOIN d.b AS b ON b.id = a.id", sources)
+    problem = error.value.problems[0]
+    assert problem.code == "mv-join-kind" and "no main table whose key they keep" in problem.message
+    assert "UNION ALL of a LEFT JOIN from each side" in problem.hint
+    written = ("SELECT 'a' AS side, a.id, a.x, b.y FROM d.a AS a LEFT JOIN d.b AS b ON b.id = a.id UNION ALL "
+               "SELECT 'b' AS side, b.id, NULL AS x, b.y FROM d.b AS b LEFT JOIN d.a AS a ON a.id = b.id WHERE a.id IS NULL")
+    assert plan_from_sql(written, sources).key == ("side", "id")  # as the hint says

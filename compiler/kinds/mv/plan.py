@@ -436,7 +436,12 @@ class _Analyzer:
         what = " ".join(p for p in (join.args.get("method"), side, kind) if p) or "JOIN"
         if join.args.get("method") or side not in (None, "LEFT") or kind not in (None, "INNER", "OUTER") \
                 or (kind == "OUTER" and side != "LEFT"):
-            self.problem(join, "mv-join-kind", f"{what} JOIN is not supported in an mv",
+            full = side == "FULL"
+            self.problem(join, "mv-join-kind", f"{what} JOIN is not supported in an mv" +
+                         (": its rows have no main table whose key they keep" if full else ""),
+                         "write the UNION ALL of a LEFT JOIN from each side, the second keeping its unmatched rows "
+                         "(WHERE a.id IS NULL), each part with its own constant kind column (e.g. 'a' AS side, 'b' AS "
+                         "side): rows are then keyed by (side, id)" if full else
                          "use [INNER] JOIN or LEFT JOIN with ON conditions; the main (leftmost) table gives the key")
             return
         if join.args.get("using") or not join.args.get("on"):
