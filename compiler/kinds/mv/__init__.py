@@ -1,7 +1,9 @@
 """The ``mv`` kind: a wide table joined from a main source and its related tables, refreshed
 by key (DESIGN.md §4).
 
-- compile time: ``plan`` (the SELECT validated and analysed: inputs, joins, keys, key paths),
+- compile time: ``lift`` (aggregates joined back become mvs of their own), ``normalize`` (views,
+  CTEs, ``*``, semi-joins, DISTINCT and derived tables flattened into one SELECT), ``plan`` (the
+  SELECT validated and analysed: ``shape``, ``inputs`` and their keys, joins, key paths),
   ``queries`` (the queries a batch runs, as sqlglot ASTs) and ``derive`` (every statement by
   name, as written under ``target/run/<mv>/``; ``mvflow explain``);
 - ``refresh``: the runner: one batch (probe, ranges, changed and affected keys, write, commit);

@@ -14,7 +14,9 @@ of the partitions they were in or are in now (``Part.partitions``).
 
 ``mv_plan`` validates the SELECT in phases (shape → names → keys; a phase with errors stops
 the next) into the plan from which ``queries`` builds, as sqlglot ASTs, and ``derive`` prints
-with the Spark dialect (the texts under ``target/run/<mv>/``):
+with the Spark dialect (the texts under ``target/run/<mv>/``). Before it, ``lift`` (at compile)
+makes each aggregate joined back an mv of its own and ``normalize`` flattens views, CTEs and
+``*``; the shape phase is ``shape``, the inputs and their keys ``inputs``.
 
 - per input, its **key query**: changed keys of the input → affected main keys. Inputs
   joined by key walk the join tree back to the main source (a *forward* query over the
@@ -44,8 +46,8 @@ from ...parse import table_name, table_references
 from . import MvKind
 from .inputs import BATCH, Input, catalog, mv_consumers, relations
 from .normalize import Relations, normalize
-from .normalize.merge import why_not_merged
-from .normalize.scope import conjuncts, sources as _sources
+from .normalize.scope import conjuncts
+from .shape import SUGGEST_TABLE, aggregates, check_shape, is_equality, is_literal
 
 if TYPE_CHECKING:
     from ...manifest import Manifest, Model
@@ -65,7 +67,6 @@ CODES = (
     "mv-unknown-alias", "mv-unqualified-column", "mv-unknown-column", "mv-unmappable-input", "mv-no-key",
     "mv-join-not-unique", "mv-key-not-derivable", "mv-key-not-unique", "mv-union-discriminator", "mv-where-unmatched",
 )
-_SUGGEST_TABLE = "an mv is refreshed by key from joins only: use materialized='table' for this query"
 
 
 # -- the plan ----------------------------------------------------------------------------
@@ -351,11 +352,11 @@ class _Analyzer:
             raise CompileError(sorted(self.problems, key=lambda p: (p.line or 0, p.code)))
 
     def plan(self) -> MvPlan:
-        selects = self._phase_shape()
+        selects = check_shape(self.ast, self.problem)
         self._stop_if_any()
         resolved = [self._phase_names(index, select) for index, select in enumerate(selects)]
         self._stop_if_any()
-        grouped = selects[0] if len(selects) == 1 and _aggregates(selects[0]) else None
+        grouped = selects[0] if len(selects) == 1 and aggregates(selects[0]) else None
         if grouped is not None:
             selects = [self._members(grouped, resolved[0])]
             self._stop_if_any()
@@ -366,96 +367,6 @@ class _Analyzer:
             key = tuple(dict.fromkeys(key + tuple(name for name, _ in self.groups)))
             columns = _output_names(grouped)
         return self._assemble(parts, key, columns)
-
-    # phase 1: shape ----------------------------------------------------------------------
-    def _phase_shape(self) -> list[exp.Select]:
-        if self.ast.args.get("with_") or self.ast.args.get("with"):
-            self.problem(self.ast, "mv-subquery", "WITH (common table expressions) is not supported in an mv", _SUGGEST_TABLE)
-        selects = self._union_parts(self.ast)
-        for select in selects:
-            self._check_select_shape(select, alone=len(selects) == 1)
-        return selects
-
-    def _union_parts(self, query: exp.Expression) -> list[exp.Select]:
-        if isinstance(query, exp.Union) and not query.args.get("distinct"):
-            return self._union_parts(query.left) + self._union_parts(query.right)
-        if isinstance(query, exp.SetOperation):
-            self.problem(query, "mv-set-operation", f"{query.key.upper()} is not supported in an mv",
-                         "combine parts with UNION ALL, each with a constant discriminator column in the key")
-            return []
-        if isinstance(query, exp.Subquery):
-            return self._union_parts(query.this)
-        if not isinstance(query, exp.Select):
-            self.problem(query, "mv-subquery", "an mv is a SELECT or a UNION ALL of SELECTs", _SUGGEST_TABLE)
-            return []
-        return [query]
-
-    def _check_select_shape(self, select: exp.Select, alone: bool) -> None:
-        derived = [s for s in _sources(select) if isinstance(s, exp.Subquery)]
-        for table in derived:
-            why = why_not_merged(select, table) or "it could not be merged"
-            hint = ("make the aggregate an mv of its own, or the model a 'table'" if "aggregat" in why else
-                    "write it as tables joined by keys, or make the model a 'table'")
-            self.problem(table.args.get("alias") or table, "mv-subquery",
-                         f"the derived table '{table.alias_or_name}' (a CTE, view or subquery) cannot be refreshed by key: {why}",
-                         hint)
-        reported = {id(table) for table in derived}
-        checks = (
-            (not alone and _aggregates(select), "mv-aggregate",
-             "aggregates (GROUP BY, HAVING, aggregate functions) are not supported in a UNION ALL part of an mv"),
-            (select.args.get("distinct"), "mv-distinct",
-             "SELECT DISTINCT is not supported in a UNION ALL part of an mv, nor with window functions",
-             "a part's rows are unique by its key already: leave DISTINCT out, or make the part an mv of its own"),
-            (select.args.get("qualify"), "mv-window", "QUALIFY is not supported in an mv",
-             "select the window's value as a column and filter readers' queries by it, or make the model a 'table'"),
-            (not alone and select.find(exp.Window), "mv-window", "window functions are not supported in a UNION ALL part of an mv",
-             "make the part an mv of its own"),
-            (alone and _aggregates(select) and select.find(exp.Window), "mv-window",
-             "window functions are not supported in an mv that aggregates (GROUP BY)",
-             "compute the window in an mv that reads this one, or make the model a 'table'"),
-            (next((s for s in select.find_all(exp.Subquery, exp.Exists) if s is not select and id(s) not in reported), None)
-             or next((s for s in select.find_all(exp.Select) if s is not select and id(s.parent) not in reported), None),
-             "mv-subquery", "subqueries (IN, EXISTS, scalar) are not supported in an mv"),
-            (select.args.get("order") or select.args.get("limit") or select.args.get("offset"), "mv-order-limit",
-             "ORDER BY / LIMIT are not supported in an mv"),
-            (select.args.get("laterals"), "mv-subquery", "LATERAL VIEW is not supported in an mv"),
-        )
-        for node, code, message, *hint in checks:
-            if node:
-                self.problem(node if isinstance(node, exp.Expression) else select, code, message, *(hint or [_SUGGEST_TABLE]))
-        for projection in select.expressions:
-            if isinstance(projection, exp.Star) or (isinstance(projection, exp.Column) and projection.is_star):
-                self.problem(projection, "mv-star", "SELECT * over tables whose columns are not known is not supported "
-                             "in an mv", "declare the source's columns in lineage/*.yml, or list the columns: mvflow "
-                             "derives the key and the hidden columns from them")
-        for join in select.args.get("joins") or []:
-            self._check_join_shape(join)
-
-    def _check_join_shape(self, join: exp.Join) -> None:
-        side, kind = join.args.get("side"), join.args.get("kind")
-        what = " ".join(p for p in (join.args.get("method"), side, kind) if p) or "JOIN"
-        if join.args.get("method") or side not in (None, "LEFT") or kind not in (None, "INNER", "OUTER") \
-                or (kind == "OUTER" and side != "LEFT"):
-            full = side == "FULL"
-            self.problem(join, "mv-join-kind", f"{what} JOIN is not supported in an mv" +
-                         (": its rows have no main table whose key they keep" if full else ""),
-                         "write the UNION ALL of a LEFT JOIN from each side, the second keeping its unmatched rows "
-                         "(WHERE a.id IS NULL), each part with its own constant kind column (e.g. 'a' AS side, 'b' AS "
-                         "side): rows are then keyed by (side, id)" if full else
-                         "use [INNER] JOIN or LEFT JOIN with ON conditions; the main (leftmost) table gives the key")
-            return
-        if join.args.get("using") or not join.args.get("on"):
-            self.problem(join, "mv-join-kind", "a join without ON conditions is not supported in an mv",
-                         "write ON x.col = y.col AND …")
-            return
-        if not isinstance(join.this, exp.Table):
-            return  # a derived table: reported with its reason
-        joined = join.this.alias_or_name.lower()
-        for conjunct in conjuncts(join.args["on"]):
-            if not _is_equality(conjunct) and not _filters(conjunct, joined):
-                self.problem(conjunct, "mv-join-condition", f"join condition '{conjunct.sql(dialect='spark')}' is not an equality",
-                             "a join condition is an AND of column = column, column = literal and conditions on the "
-                             "joined table's own columns; move other filters to WHERE")
 
     # GROUP BY -----------------------------------------------------------------------------
     def _members(self, select: exp.Select, info: dict) -> exp.Select:
@@ -482,7 +393,7 @@ class _Analyzer:
             else:
                 found[at] = outputs[at]
         for at, output in enumerate(outputs):
-            if at not in found and not output.find(exp.AggFunc) and not _is_literal(output):  # a constant: the same in every group
+            if at not in found and not output.find(exp.AggFunc) and not is_literal(output):  # a constant: the same in every group
                 self.problem(select.expressions[at], "mv-aggregate",
                              f"column '{names[at]}' is neither in GROUP BY nor an aggregate", how)
         self.groups = tuple((names[at], found[at]) for at in sorted(found))
@@ -502,7 +413,7 @@ class _Analyzer:
     def _phase_names(self, index: int, select: exp.Select) -> dict | None:
         main = select.args.get("from_") or select.args.get("from")
         if main is None or not isinstance(main.this, exp.Table):
-            self.problem(select, "mv-subquery", "an mv reads FROM a table (its main source)", _SUGGEST_TABLE)
+            self.problem(select, "mv-subquery", "an mv reads FROM a table (its main source)", SUGGEST_TABLE)
             return None
         tables = [main.this] + [j.this for j in select.args.get("joins") or []]
         aliases: dict[str, Input] = {}
@@ -696,7 +607,7 @@ class _Analyzer:
         literals: dict[str, exp.Expression] = {}
         parents: set[str] = set()
         for conjunct in conjuncts(join.args["on"]):
-            if not _is_equality(conjunct):  # a filter on the joined rows: it binds nothing
+            if not is_equality(conjunct):  # a filter on the joined rows: it binds nothing
                 continue
             left, right = conjunct.this, conjunct.expression
             mine, other = (left, right) if alias_of(left) == alias else (right, left)
@@ -776,7 +687,7 @@ class _Analyzer:
             expr = unalias(select.expressions[position])
             refs = list(expr.find_all(exp.Column))
             bad = [c for c in refs if alias_of(c) != main_alias or c.name.lower() not in main_key]
-            if bad or (not refs and not _is_literal(expr)):
+            if bad or (not refs and not is_literal(expr)):
                 self.problem(select.expressions[position], "mv-key-not-derivable",
                              f"key column '{columns[position]}' = {expr.sql(dialect='spark')} is not computed from the main key "
                              f"({', '.join(f'{main_alias}.{k}' for k in main_key)})",
@@ -797,7 +708,7 @@ class _Analyzer:
             return None
         prefix = f"{HIDDEN_PREFIX}k{index if parts > 1 else ''}_"
         hidden = [(f"{prefix}{link.alias}_{k}", col) for link in links for k, col in link.stored]
-        literal = next((p for p in key_positions if _is_literal(unalias(select.expressions[p]))), None) if parts > 1 else None
+        literal = next((p for p in key_positions if is_literal(unalias(select.expressions[p]))), None) if parts > 1 else None
         own_columns = parts > 1 and literal is None  # the part's rows are told apart by its own main key columns
         main_cols = []
         for k in main_key:
@@ -864,33 +775,6 @@ class _Analyzer:
 
 
 # -- small AST helpers -------------------------------------------------------------------
-def _aggregates(select: exp.Select) -> bool:
-    """GROUP BY, HAVING or an aggregate function (``sum(x) OVER (…)`` is a window, not an aggregate)."""
-    return bool(select.args.get("group") or select.args.get("having") or any(
-        not isinstance(agg.find_ancestor(exp.Window, exp.Select), exp.Window) for agg in select.find_all(exp.AggFunc)))
-
-
-def _is_literal(node: exp.Expression) -> bool:
-    if isinstance(node, exp.Neg):
-        return _is_literal(node.this)
-    if isinstance(node, exp.Cast):
-        return _is_literal(node.this)
-    return isinstance(node, (exp.Literal, exp.Boolean))
-
-
-def _is_equality(node: exp.Expression) -> bool:
-    if not isinstance(node, exp.EQ):
-        return False
-    sides = (node.this, node.expression)
-    columns = [s for s in sides if isinstance(s, exp.Column)]
-    return len(columns) == 2 or (len(columns) == 1 and any(_is_literal(s) for s in sides))
-
-
-def _filters(node: exp.Expression, alias: str) -> bool:
-    """Whether a join condition reads the joined table's columns only (a filter on its rows)."""
-    return {alias_of(c) for c in node.find_all(exp.Column)} == {alias} and not node.find(exp.Query)
-
-
 def _rejects_null(node: exp.Expression, aliases: set[str]) -> bool:
     """Whether a condition is not true when the columns of ``aliases`` are NULL (so it drops the
     rows their join did not match): a comparison of one of their columns, ``IS NOT NULL``, a
@@ -949,7 +833,7 @@ def _distinct_literals(selects: list[exp.Select], position: int) -> bool:
         if position >= len(select.expressions):
             return False
         node = unalias(select.expressions[position])
-        if not _is_literal(node):
+        if not is_literal(node):
             return False
         values.append(node.sql(dialect="spark"))
     return len(set(values)) == len(values)
@@ -964,13 +848,13 @@ def _one_to_one(node: exp.Expression) -> bool:
     ...                                                      "m.id % 10", "m.id * 0", "-m.id")]
     [True, True, False, False, True]
     """
-    if isinstance(node, (exp.Column, exp.Literal)) or _is_literal(node):
+    if isinstance(node, (exp.Column, exp.Literal)) or is_literal(node):
         return True
     if isinstance(node, (exp.Paren, exp.Cast, exp.Neg)):
         return _one_to_one(node.this)
     if isinstance(node, (exp.Add, exp.Sub, exp.Mul)):
         sides = [node.this, node.expression]
-        constant = [side for side in sides if _is_literal(side)]
+        constant = [side for side in sides if is_literal(side)]
         if len(constant) != 1 or (isinstance(node, exp.Mul) and constant[0].sql() in ("0", "0.0")):
             return False
         return all(_one_to_one(side) for side in sides)
