@@ -188,7 +188,8 @@ def test_marts_over_staging_views_and_import_ctes_refresh_by_key(spark, tmp_path
             outcome = world.refresh(mart)
             assert outcome.mode in ("refresh", "noop"), (mart, outcome)  # shop_counts reads no shop or category
             assert outcome.mode == "refresh" or mart != "offer_facts", (mart, outcome)
-            world.check(mart)
+            if not world.manifest.models[mart].owner:  # a lifted mv is checked through its owner's oracle
+                world.check(mart)
     assert {r.shop_id: r.offers for r in world.table("shop_summary")} == {100: 3, 300: 1}  # 200 left stg_shops
     if table_format == "delta":
         return
