@@ -137,3 +137,28 @@ def test_a_lifted_name_already_taken_is_an_error(make_project):
     [problem] = error.value.problems
     assert (problem.code, problem.path) == ("mv-lift-name", "models/marts/customers.sql")
     assert "its aggregate 'customer_orders' becomes the mv 'customers__customer_orders', a name already taken" in problem.message
+
+
+def test_an_intermediate_view_that_aggregates_is_lifted_where_it_is_joined(make_project):
+    """dbt's style guide: intermediate models (views) aggregate, marts join them. The view's SQL
+    becomes the lifted mv's (after the view, in the DAG); a view read alone stays the mv's own GROUP BY."""
+    int_orders = "{{ config(materialized='view') }}\nwith o as (select * from {{ ref('stg_orders') }})\n" \
+                 "select customer_id, count(*) as orders from o group by customer_id\n"
+    mart = ("{{ config(materialized='mv') }}\nselect c.id, io.orders from {{ source('d', 'customers') }} as c\n"
+            "left join {{ ref('int_orders') }} as io on io.customer_id = c.id\n")
+    alone = "{{ config(materialized='mv') }}\nselect customer_id, orders from {{ ref('int_orders') }}\n"
+    imported = ("{{ config(materialized='mv') }}\nwith customers as (select * from {{ source('d', 'customers') }}),\n"
+                "orders as (select * from {{ ref('int_orders') }})\nselect customers.id, orders.orders from customers\n"
+                "left join orders on orders.customer_id = customers.id\n")
+    _, manifest = _compile(make_project, mart, **{"models/int_orders.sql": int_orders, "models/alone.sql": alone,
+                                                  "models/imported.sql": imported})
+    lifted = manifest.models["customers__io"]
+    assert lifted.owner == "customers" and lifted.depends_on_models == ["int_orders"]
+    assert lifted.select_sql == "SELECT\n  *\nFROM default.int_orders"  # a change of the view's SQL rebuilds it
+    assert mv_plan(lifted, manifest).views == ("default.int_orders", "default.stg_orders")
+    assert manifest.models["imported__orders"].select_sql == lifted.select_sql  # an import CTE of the view alike
+    assert manifest.models["customers"].depends_on_models == ["customers__io"]
+    assert select(manifest.graph, ["+customers"]) == ["stg_orders", "int_orders", "customers__io", "customers"]
+    assert mv_plan(lifted, manifest).visible_key == ("customer_id",)
+    assert {m.owner for m in manifest.models.values() if m.owner} == {"customers", "imported"}
+    assert mv_plan(manifest.models["alone"], manifest).visible_key == ("customer_id",)

@@ -9,7 +9,10 @@ publishing the groups each batch recomputes. So it is *lifted*: it becomes the m
 ``<owner>__<alias>`` (an *owned* mv: compiled, selected and run with its owner, before it), and the
 owner reads it in its place, as a table joined by its key, whose changes are the groups its batches
 publish. A change of an order then reaches exactly one group, and through the join exactly the
-customers of that group. ``SELECT DISTINCT`` derived tables are lifted alike (DISTINCT is a GROUP BY).
+customers of that group. ``SELECT DISTINCT`` derived tables are lifted alike (DISTINCT is a GROUP BY),
+and so are joined views that aggregate (dbt's intermediate models), read directly or through an
+import CTE: their mv is ``SELECT * FROM <view>`` (the view's SQL is expanded into it, and a change of
+it rebuilds that mv).
 
 The owner's table and its ``mvflow verify`` stay those of the SELECT as written; only its refresh
 reads the lifted mvs. A derived table read as the only table of its SELECT is not lifted (``select
@@ -34,16 +37,16 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from sqlglot import exp
 
 from ...errors import Problem
-from ...parse import plain_columns, pretty, table_references
+from ...parse import plain_columns, pretty, table_name, table_references
 from ...render import Call
 from . import MvKind
 from .normalize.ctes import inline_ctes
-from .normalize.scope import alias
+from .normalize.scope import alias, sources
 
 if TYPE_CHECKING:
     from ...manifest import Model
@@ -59,33 +62,37 @@ class Lifted:
 
     name: str
     alias: str
-    query: exp.Select
+    query: exp.Query
 
 
-def lift_aggregates(owner: str, query: exp.Query, schema: str) -> tuple[exp.Query, list[Lifted]]:
+def lift_aggregates(owner: str, query: exp.Query, schema: str,
+                    views: Mapping[str, exp.Query] | None = None) -> tuple[exp.Query, list[Lifted]]:
     """``query`` reading each aggregate it joins from the table ``<schema>.<owner>__<alias>`` (a copy,
     its CTEs inlined), and the SELECTs of those mvs; ``query`` itself and [] when it joins none.
-    One SELECT read twice (a CTE joined twice) is one mv."""
+    ``views`` (relation → SELECT): a joined view that aggregates (dbt's intermediate models), read
+    directly or through an import CTE, is lifted as ``SELECT * FROM <view>``. One SELECT read twice
+    (a CTE joined twice) is one mv."""
     inlined = inline_ctes(query.copy())
     lifted: dict[str, Lifted] = {}  # by the SQL of its SELECT
-    for derived in _joined_aggregates(inlined):
-        text = derived.this.sql()
+    for source in _joined_aggregates(inlined, views or {}):
+        select = source.this if isinstance(source, exp.Subquery) else exp.select("*").from_(exp.table_(
+            source.name, source.db))
+        text = select.sql()
         if text not in lifted:
             taken = {item.name for item in lifted.values()}
-            name = _free(f"{owner}__{alias(derived)}", taken)
-            lifted[text] = Lifted(name, alias(derived), derived.this)
-        derived.replace(_table(schema, lifted[text].name, derived))
+            lifted[text] = Lifted(_free(f"{owner}__{alias(source)}", taken), alias(source), select)
+        source.replace(_table(schema, lifted[text].name, source))
     return (inlined, list(lifted.values())) if lifted else (query, [])
 
 
-def _joined_aggregates(query: exp.Expression) -> list[exp.Subquery]:
-    """The derived tables that aggregate and are joined (in a JOIN, or in a FROM followed by joins),
-    outermost first; not those inside another."""
-    found: list[exp.Subquery] = []
+def _joined_aggregates(query: exp.Expression, views: Mapping[str, exp.Query]) -> list[exp.Expression]:
+    """The tables and derived tables that aggregate and are joined (in a JOIN, or in a FROM followed
+    by joins), outermost first; not those inside another."""
+    found: list[exp.Expression] = []
 
     def visit(node: exp.Expression) -> None:
         for child in node.iter_expressions():
-            if isinstance(child, exp.Subquery) and _aggregates(child.this) and _joined(child):
+            if isinstance(child, (exp.Subquery, exp.Table)) and _joined(child) and _aggregates(child, views):
                 found.append(child)
             else:
                 visit(child)
@@ -94,12 +101,25 @@ def _joined_aggregates(query: exp.Expression) -> list[exp.Subquery]:
     return found
 
 
-def _aggregates(query: exp.Expression) -> bool:
-    return isinstance(query, exp.Select) and bool(query.args.get("group") or query.args.get("distinct"))
+def _aggregates(source: exp.Expression, views: Mapping[str, exp.Query]) -> bool:
+    """A derived table or a view whose rows are groups: it aggregates (GROUP BY, or SELECT DISTINCT),
+    or selects * from one table that does (``with final as (… group by …) select * from final``)."""
+    if isinstance(source, exp.Table):
+        view = views.get(table_name(source)) if source.db else None
+        return view is not None and _aggregates(exp.Subquery(this=inline_ctes(view.copy())), views)
+    query = source.this if isinstance(source, exp.Subquery) else None
+    if not isinstance(query, exp.Select):
+        return False
+    if query.args.get("group") or query.args.get("distinct"):
+        return True
+    read = sources(query)
+    return len(read) == 1 and len(query.expressions) == 1 and isinstance(query.expressions[0], exp.Star) \
+        and not any(query.args.get(arg) for arg in ("joins", "where", "having", "qualify", "order", "limit")) \
+        and _aggregates(read[0], views)
 
 
-def _joined(derived: exp.Subquery) -> bool:
-    parent = derived.parent
+def _joined(source: exp.Expression) -> bool:
+    parent = source.parent
     return isinstance(parent, exp.Join) or (isinstance(parent, exp.From) and bool(parent.parent.args.get("joins")))
 
 
@@ -110,11 +130,12 @@ def _free(name: str, taken: set[str]) -> str:
     return candidate
 
 
-def _table(schema: str, name: str, derived: exp.Subquery) -> exp.Table:
-    """The lifted mv's table, under the derived table's alias and at its line."""
+def _table(schema: str, name: str, source: exp.Expression) -> exp.Table:
+    """The lifted mv's table, under the alias ``source`` was read by and at its line."""
     table = exp.Table(this=exp.to_identifier(name), db=exp.to_identifier(schema))
-    table.this.meta.update(derived.args["alias"].this.meta)
-    table.set("alias", exp.TableAlias(this=exp.to_identifier(alias(derived))))
+    named = source.args["alias"].this if source.args.get("alias") else source.this
+    table.this.meta.update(named.meta)
+    table.set("alias", exp.TableAlias(this=exp.to_identifier(alias(source))))
     return table
 
 
@@ -124,9 +145,10 @@ def lift_models(models: dict[str, "Model"], taken: set[str]) -> list[Problem]:
     relations sources and models already name. Returns the problems (a name already taken)."""
     problems: list[Problem] = []
     todo = [m for m in models.values() if isinstance(m.kind, MvKind) and m.ast is not None]
+    views = {m.relation: m.ast for m in models.values() if m.kind.name == "view" and m.ast is not None}
     while todo:
         owner = todo.pop(0)
-        query, lifted = lift_aggregates(owner.name, owner.ast, owner.schema)
+        query, lifted = lift_aggregates(owner.name, owner.ast, owner.schema, views)
         clash = [item for item in lifted if item.name in models or f"{owner.schema}.{item.name}".lower() in taken]
         for item in clash:
             problems.append(Problem(
