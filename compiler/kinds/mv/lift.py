@@ -37,19 +37,17 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
 from sqlglot import exp
 
 from ...errors import Problem
+from ...manifest import Model
 from ...parse import plain_columns, pretty, table_name, table_references
 from ...render import Call
 from . import MvKind
 from .normalize.ctes import inline_ctes
 from .normalize.scope import alias, sources
-
-if TYPE_CHECKING:
-    from ...manifest import Model
 
 #: the owner's settings its lifted mvs share (not its key, clustering, hooks or alias: those are its table's)
 _SHARED_CONFIG = ("materialized", "schema", "database", "table_format", "file_format", "strategy", "compact_threshold",
@@ -139,7 +137,7 @@ def _table(schema: str, name: str, source: exp.Expression) -> exp.Table:
     return table
 
 
-def lift_models(models: dict[str, "Model"], taken: set[str]) -> list[Problem]:
+def lift_models(models: dict[str, Model], taken: set[str]) -> list[Problem]:
     """Lift the joined aggregates of every mv of ``models`` (and of the mvs lifted, in turn) into
     mvs owned by it, added to ``models``; the owner's ``mv_query`` reads them. ``taken``: the
     relations sources and models already name. Returns the problems (a name already taken)."""
@@ -171,14 +169,12 @@ def lift_models(models: dict[str, "Model"], taken: set[str]) -> list[Problem]:
     return problems
 
 
-def _reads(model: "Model", relations: set[str]) -> bool:
+def _reads(model: Model, relations: set[str]) -> bool:
     """Whether a query reading ``relations`` reads ``model`` (an ephemeral one is inlined: say yes)."""
     return model.kind.name == "ephemeral" or model.relation in relations
 
 
-def _owned_model(owner: "Model", item: Lifted, models: dict[str, "Model"]) -> "Model":
-    from ...manifest import Model
-
+def _owned_model(owner: Model, item: Lifted, models: dict[str, Model]) -> Model:
     relation = f"{owner.schema}.{item.name}".lower()
     reads = {name for name, _ in table_references(item.query)}
     text = pretty(item.query)
