@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
-from typing import Mapping
+from typing import Callable
 
 from sqlglot import exp
 
@@ -64,15 +64,15 @@ class Lifted:
 
 
 def lift_aggregates(owner: str, query: exp.Query, schema: str,
-                    views: Mapping[str, exp.Query] | None = None) -> tuple[exp.Query, list[Lifted]]:
+                    views: Callable[[str], exp.Query | None] = lambda relation: None) -> tuple[exp.Query, list[Lifted]]:
     """``query`` reading each aggregate it joins from the table ``<schema>.<owner>__<alias>`` (a copy,
     its CTEs inlined), and the SELECTs of those mvs; ``query`` itself and [] when it joins none.
-    ``views`` (relation → SELECT): a joined view that aggregates (dbt's intermediate models), read
+    ``views`` (relation → its SELECT if a view, else None): a joined view that aggregates (dbt's intermediate models), read
     directly or through an import CTE, is lifted as ``SELECT * FROM <view>``. One SELECT read twice
     (a CTE joined twice) is one mv."""
     inlined = inline_ctes(query.copy())
     lifted: dict[str, Lifted] = {}  # by the SQL of its SELECT
-    for source in _joined_aggregates(inlined, views or {}):
+    for source in _joined_aggregates(inlined, views):
         select = source.this if isinstance(source, exp.Subquery) else exp.select("*").from_(exp.table_(
             source.name, source.db))
         text = select.sql()
@@ -83,7 +83,7 @@ def lift_aggregates(owner: str, query: exp.Query, schema: str,
     return (inlined, list(lifted.values())) if lifted else (query, [])
 
 
-def _joined_aggregates(query: exp.Expression, views: Mapping[str, exp.Query]) -> list[exp.Expression]:
+def _joined_aggregates(query: exp.Expression, views: Callable[[str], exp.Query | None]) -> list[exp.Expression]:
     """The tables and derived tables that aggregate and are joined (in a JOIN, or in a FROM followed
     by joins), outermost first; not those inside another."""
     found: list[exp.Expression] = []
@@ -99,11 +99,11 @@ def _joined_aggregates(query: exp.Expression, views: Mapping[str, exp.Query]) ->
     return found
 
 
-def _aggregates(source: exp.Expression, views: Mapping[str, exp.Query]) -> bool:
+def _aggregates(source: exp.Expression, views: Callable[[str], exp.Query | None]) -> bool:
     """A derived table or a view whose rows are groups: it aggregates (GROUP BY, or SELECT DISTINCT),
     or selects * from one table that does (``with final as (… group by …) select * from final``)."""
     if isinstance(source, exp.Table):
-        view = views.get(table_name(source)) if source.db else None
+        view = views(table_name(source)) if source.db else None
         return view is not None and _aggregates(exp.Subquery(this=inline_ctes(view.copy())), views)
     query = source.this if isinstance(source, exp.Subquery) else None
     if not isinstance(query, exp.Select):
@@ -143,10 +143,11 @@ def lift_models(models: dict[str, Model], taken: set[str]) -> list[Problem]:
     relations sources and models already name. Returns the problems (a name already taken)."""
     problems: list[Problem] = []
     todo = [m for m in models.values() if isinstance(m.kind, MvKind) and m.ast is not None]
-    views = {m.relation: m.ast for m in models.values() if m.kind.name == "view" and m.ast is not None}
+    views = {m.relation: m for m in models.values() if m.kind.name == "view"}  # parsed when read (cache.py)
     while todo:
         owner = todo.pop(0)
-        query, lifted = lift_aggregates(owner.name, owner.ast, owner.schema, views)
+        query, lifted = lift_aggregates(owner.name, owner.ast, owner.schema,
+                                        lambda relation: views[relation].ast if relation in views else None)
         clash = [item for item in lifted if item.name in models or f"{owner.schema}.{item.name}".lower() in taken]
         for item in clash:
             problems.append(Problem(
