@@ -54,8 +54,6 @@ def mv_consumers(manifest: "Manifest", name: str) -> tuple[str, ...]:
                         if isinstance(m.kind, MvKind) and name in m.depends_on_models)) + tuple(sorted(tests))
 
 
-
-
 @dataclass(frozen=True)
 class Input:
     """A table an mv reads: how its changes are seen (``mode``: None when they cannot be) and its key."""
@@ -133,8 +131,12 @@ def key_through_views(manifest: "Manifest", table: "Model") -> DeclaredKey | Non
     >>> _renamed(parse_select("select id as customer_id from raw.c where id > 0", "v"), "raw.c") is None
     True
     """
+    return manifest.derived("key_through_views", table, lambda: _key_through_views(manifest, table))
+
+
+def _key_through_views(manifest: "Manifest", table: "Model") -> DeclaredKey | None:
     for view in manifest.models.values():
-        if view.kind.name != "view" or view.ast is None or table.relation not in {t for t, _ in view.tables_read}:
+        if view.kind.name != "view" or table.relation not in {t for t, _ in view.tables_read} or view.ast is None:
             continue
         key = declared_key(manifest, view)
         renamed = _renamed(normalize(view.ast, relations(manifest, view)), table.relation) if key else None

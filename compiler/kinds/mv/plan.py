@@ -268,8 +268,9 @@ def mv_plan(model: "Model", manifest: "Manifest") -> MvPlan:
         query = normalize(model.mv_query or model.ast, relations(manifest, model), views)
         reads = {name for name, _ in table_references(query)}
         written = manifest.models[model.owner] if model.owner else model  # a lifted mv's lines are its owner's
-        return replace(_Analyzer(model.name, model.relation, model.path, _line_offset(written), query,
-                                 catalog(manifest, model, reads, lambda other: _mv_plan_of(other, manifest)), tuple(getattr(model.kind, "unique_key", ()) or ()),
+        inputs = catalog(manifest, model, reads, lambda other: _mv_plan_of(other, manifest))
+        return replace(_Analyzer(model.name, model.relation, model.path, _line_offset(written), query, inputs,
+                                 tuple(getattr(model.kind, "unique_key", ()) or ()),
                                  model.table_format).plan(),
                        cluster_by=tuple(getattr(model.kind, "cluster_by", ()) or ()),
                        consumers=mv_consumers(manifest, model.name), views=tuple(sorted(views)),
@@ -892,7 +893,10 @@ def check_mvs(manifest: "Manifest") -> list[Problem]:
         try:
             warnings += mv_plan(model, manifest).warnings
         except CompileError as exc:
-            problems += [_lifted_problem(p, model) for p in exc.problems] if model.owner else exc.problems
+            if not model.owner:
+                problems += exc.problems
+                continue
+            problems += [_lifted_problem(p, model) for p in exc.problems]
             failed.add(model.owner)  # the owner would fail for want of it: its error is this one
     if problems:
         raise CompileError(problems)
