@@ -24,7 +24,7 @@ from .errors import CompileError, MvflowError, Problem, ProblemList, did_you_mea
 from .files import read_text
 from .graph import build_graph, model_id, source_id
 from .kinds import Kind, KindError, create_kind
-from .dbt.config import RENAMED, translate as translate_dbt_config
+from .dbt.config import HOOKS, RENAMED, translate as translate_dbt_config
 from .kinds.ephemeral import cte_name
 from .kinds.mv.lift import lift_models
 from .kinds.mv.plan import check_mvs
@@ -33,14 +33,17 @@ from .manifest import Manifest, Model
 from .paths import name_problem
 from .parse import (column_line, is_reserved, output_columns, parse_select, plain_columns, pretty, table_references,
                     unnamed_columns, with_ctes)
-from .project import PROJECT_FILE, TABLE_FORMATS, Project, Target
-from .render import Rendered, Renderer
+from .project import TABLE_FORMATS, Project, Target
+from .render import Node, Rendered, Renderer
 from .sources import IDENTIFIER, Source, are_tags, load_sources, tags_problem, type_problems
 from .table_format import cluster_by_problems
 from .yamlfile import LineDict, check_keys, load_yaml
 
 _DOC_MODEL_KEYS = {"name", "description", "tags", "config", "columns", "tests", "data_tests", "constraints"}
 _DOC_COLUMN_KEYS = {"name", "description", "type", "tags", "tests", "data_tests", "constraints"}
+#: what dbt's schema YAML also holds of a model or seed and of its columns: accepted, not read
+_DBT_MODEL_KEYS = {"meta", "docs", "access", "group", "latest_version", "versions", "deprecation_date", "time_spine"}
+_DBT_COLUMN_KEYS = {"data_type", "meta", "quote", "granularity", "policy_tags", "docs"}
 
 def compile_project(project: Project, target: str | None = None, cache: CompileCache | None = None) -> Manifest:
     """Compile every model of ``project`` for ``target`` (database defaults come from it).
@@ -207,9 +210,11 @@ def _dbt_sources(project: Project, renderer: Renderer, problems: ProblemList) ->
     return found
 
 
-def _model_config(project: Project, display: str, first, doc: LineDict | None, problems: list[Problem]):
+def _model_config(project: Project, renderer: Renderer, display: str, first, doc: LineDict | None, problems: list[Problem]):
     """The model's config (folder defaults < docs YAML < config()) and where each key was set; a
-    value that cannot be merged (tags that are not text) joins ``problems`` instead."""
+    value that cannot be merged (tags that are not text) joins ``problems`` instead. A dbt
+    project's folder defaults may hold Jinja (``+enabled: "{{ var('x', false) }}"``), rendered as
+    dbt renders them, to a value (hooks: when they run)."""
     config: dict[str, Any] = {}
     origin: dict[str, tuple[str, int]] = {}
 
@@ -220,7 +225,8 @@ def _model_config(project: Project, display: str, first, doc: LineDict | None, p
         config[key], origin[key] = _merged(config, key, value), where
 
     for key, (value, line) in project.defaults_with_lines(_under_root(project, display), "seeds" if display.endswith(".csv") else "models").items():
-        put(key, value, (PROJECT_FILE, line))
+        where = (project.settings_file, line)
+        put(key, renderer.render_value(value, where) if project.dialect == "dbt" and key not in HOOKS else value, where)
     doc_config = (doc or {}).get("config") or {}
     for key, value in doc_config.items():
         put(key, value, (doc.path, doc_config.line_of(key) if isinstance(doc_config, LineDict) else doc.line))
@@ -248,13 +254,21 @@ def _under_root(project: Project, display: str) -> str:
     return display[len(root.rstrip("/")) + 1:] if root else display
 
 
+def _node(project: Project, display: str, name: str, config: dict[str, Any]) -> Node:
+    """The model or seed as a project's ``generate_schema_name`` sees it (dbt's node fields)."""
+    under = _under_root(project, display)
+    tags = config.get("tags") or ()
+    return Node(name, "seed" if display.endswith(".csv") else "model", project.name, display, under,
+                (project.name, *under.split("/")[:-1], name), config, tuple([tags] if isinstance(tags, str) else tags))
+
+
 def _check_model_defaults(project: Project, problems: ProblemList) -> list[Problem]:
     """Check project.yml's ``models:`` block: folders must be mappings (config keys start with
     ``+``); a folder that holds no model is a warning, since a typo would silently apply nothing."""
     defaults = project.model_defaults
     if not isinstance(defaults, LineDict):
         if defaults:
-            problems.add(Problem("'models:' must be a mapping of folders and '+key: value' defaults", PROJECT_FILE,
+            problems.add(Problem("'models:' must be a mapping of folders and '+key: value' defaults", project.settings_file,
                                  hint="e.g. models: {+materialized: view, staging: {+schema: staging}}", code="bad-value"))
         return []
     folders = set()
@@ -269,12 +283,12 @@ def _check_model_defaults(project: Project, problems: ProblemList) -> list[Probl
                 continue
             folder, line = f"{prefix}{key}", node.line_of(key)
             if value is not None and not isinstance(value, LineDict):
-                problems.add(Problem(f"models: '{folder}' is not a folder mapping", PROJECT_FILE, line, code="bad-value",
+                problems.add(Problem(f"models: '{folder}' is not a folder mapping", project.settings_file, line, code="bad-value",
                                      hint=f"config keys start with '+': write '+{key}: {value}'"))
                 continue
             if folder not in folders:
                 close = difflib.get_close_matches(folder, sorted(folders), n=1)
-                warnings.append(Problem(f"models: no model folder '{folder}', so its defaults apply to nothing", PROJECT_FILE,
+                warnings.append(Problem(f"models: no model folder '{folder}', so its defaults apply to nothing", project.settings_file,
                                         line, hint=f"did you mean '{close[0]}'?" if close else "check the folder name",
                                         code="unused-defaults"))
             if value:
@@ -288,7 +302,7 @@ def _model(project: Project, renderer: Renderer, display: str, name: str, first,
            defaults: Target) -> Model | None:
     """The model, or None when it is disabled; an invalid kind or option is a CompileError at its line."""
     config_problems: list[Problem] = []
-    config, origin = _model_config(project, display, first, doc, config_problems)
+    config, origin = _model_config(project, renderer, display, first, doc, config_problems)
     notes: list[Problem] = []
     if project.dialect == "dbt":
         config, ignored = translate_dbt_config(config, origin)
@@ -310,7 +324,7 @@ def _model(project: Project, renderer: Renderer, display: str, name: str, first,
             path, line = origin.get(error.key, (display, 1))
             problems.add(Problem(str(error), path, line, hint=error.hint, code=error.code))
     custom = config.get("schema") or (config.get("database") if project.dialect != "dbt" else None)
-    schema = renderer.schema_name(custom, defaults.spark.database, name)
+    schema = renderer.schema_name(custom, defaults.spark.database, _node(project, display, name, config))
     table_format = str(config.get("table_format") or defaults.table_format).lower()
     if table_format not in TABLE_FORMATS:
         path, line = origin.get("table_format", (display, 1))
@@ -651,7 +665,7 @@ def _load_model_docs(project: Project) -> dict[str, LineDict]:
                                display, "a model docs file")
         for key in lists:
             for entry in data[key]:
-                problems += _add_doc_entry(docs, entry, display, data.line_of(key), key[:-1], project.dialect != "dbt")
+                problems += _add_doc_entry(docs, entry, display, data.line_of(key), key[:-1], project.dialect == "dbt")
     if problems:
         raise CompileError(problems)
     return docs
@@ -664,13 +678,13 @@ _DBT_DOC_KEYS = ("sources", "macros", "exposures", "metrics", "semantic_models",
 
 
 def _add_doc_entry(docs: dict[str, LineDict], entry: object, display: str, line: int, what: str,
-                   check_types: bool = True) -> list[Problem]:
+                   dbt: bool = False) -> list[Problem]:
     if not isinstance(entry, LineDict) or "name" not in entry:
         return [Problem(f"each entry of '{what}s:' needs a name", display, getattr(entry, "line", line),
                         hint=f"write '- name: <{what}>' with description/columns under it", code="yaml")]
     name = str(entry["name"])
-    problems = check_keys(entry, _DOC_MODEL_KEYS, display, f"{what} '{name}' docs")
-    problems += _doc_shape_problems(entry, display, check_types)
+    problems = check_keys(entry, _DOC_MODEL_KEYS | (_DBT_MODEL_KEYS if dbt else set()), display, f"{what} '{name}' docs")
+    problems += _doc_shape_problems(entry, display, dbt)
     if name in docs:
         return problems + [Problem(f"{what} '{name}' is documented twice (also {docs[name].path}:{docs[name].line})",
                                    display, entry.line, hint="keep one entry", code="duplicate-docs")]
@@ -679,9 +693,9 @@ def _add_doc_entry(docs: dict[str, LineDict], entry: object, display: str, line:
     return problems
 
 
-def _doc_shape_problems(entry: LineDict, display: str, check_types: bool = True) -> list[Problem]:
+def _doc_shape_problems(entry: LineDict, display: str, dbt: bool = False) -> list[Problem]:
     """``config`` must be a mapping, ``columns`` a list of mappings with a name, each ``type:`` a Spark
-    SQL type (``check_types``; dbt's docs may name a warehouse's types)."""
+    SQL type (not in a ``dbt`` project: its docs may name a warehouse's types)."""
     problems = []
     config = entry.get("config")
     if config is not None and not isinstance(config, LineDict):
@@ -695,7 +709,7 @@ def _doc_shape_problems(entry: LineDict, display: str, check_types: bool = True)
         entry["columns"] = None
     problems += constraint_key(entry, display)[1]
     for column in entry.get("columns") or []:
-        problems += check_keys(column, _DOC_COLUMN_KEYS, display, "column docs", required={"name"})
-        if check_types:
+        problems += check_keys(column, _DOC_COLUMN_KEYS | (_DBT_COLUMN_KEYS if dbt else set()), display, "column docs", required={"name"})
+        if not dbt:
             problems += type_problems(column, display, f"model '{entry['name']}' docs: column '{column.get('name')}'")
     return problems

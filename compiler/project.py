@@ -105,10 +105,16 @@ class Project:
     on_run_start: tuple[str, ...] = ()  # statements run before and after run/seed/test/build (dbt's hooks)
     on_run_end: tuple[str, ...] = ()
     docs_paths: tuple[str, ...] = ()  # more folders with {% docs %} blocks (*.md), besides the model folders
+    flags: Mapping[str, Any] = field(default_factory=dict)  # dbt's behavior flags (dbt_project.yml ``flags:``)
     unusable_targets: Mapping[str, Problem] = field(default_factory=dict)  # a profile output mvflow cannot run
     targets_line: int = 0  # line of 'targets:' in project.yml, for errors
     model_paths_line: int = 0  # line of 'paths: models:' (or of what holds it), for errors
 
+
+    @property
+    def settings_file(self) -> str:
+        """The file that holds the project's settings: ``project.yml``, or a dbt project's ``dbt_project.yml``."""
+        return "dbt_project.yml" if self.dialect == "dbt" else PROJECT_FILE
     @property
     def target_dir(self) -> Path:
         return self.root / self.target_path

@@ -8,6 +8,7 @@ is known, to produce the final SQL with fully qualified table names.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import re
 import sys
@@ -15,14 +16,15 @@ import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import jinja2
 from jinja2.loaders import split_template_path
 
 from .errors import CompileError, Problem, ProjectError
 from .files import MAX_MODEL_BYTES, read_text
-from .dbt.context import TargetContext, dbt_globals, returning
+from .dbt.context import ReturningMacro, TargetContext, dbt_globals
+from .dbt.macros import INSTALL_HINT, Namespace, library_files
 from .dbt.docs import load_docs
 from .project import Project, Target, env_var
 from .sandbox import UNSAFE_HINT, Sandbox, SecurityError, TooLarge
@@ -57,6 +59,8 @@ class _RenderFailure(Exception):
 Resolver = Callable[[str, int], str]
 BUILTIN_TESTS = Path(__file__).parent / "data_tests" / "generic.sql"
 #: a test argument evaluated as an expression (dbt's rule): ``to: ref('customers')``
+#: dbt's macro library compiled once per process: every renderer's environment generates the same code
+_LIBRARY_CODE: dict[Path, Any] = {}
 _LOOKS_LIKE_CALL = re.compile(r"^\s*(env_var|ref|var|source|doc)\s*\(.+\)\s*$", re.S)
 
 
@@ -93,7 +97,10 @@ class Renderer:
             doc=load_docs(project),
         )
         if project.dialect == "dbt":
-            self.env.globals.update(dbt_globals(self.env))
+            self.env.macro_class = ReturningMacro
+            self.env.globals.update(dbt_globals(self.env, project.flags))
+            library = self._load_library()
+            self.env.globals.update(library, dbt=Namespace("dbt", library, INSTALL_HINT))
         self.macros = self._load_macros()
 
     # -- the functions models call -------------------------------------------------------
@@ -135,7 +142,7 @@ class Renderer:
         raise _RenderFailure(
             f"var '{name}' is not defined",
             (f"did you mean '{close[0]}'? Or " if close else "")
-            + "add it under 'vars:' in project.yml or pass a default: var('name', default)",
+            + f"add it under 'vars:' in {self.project.settings_file} or pass a default: var('name', default)",
             "undefined-var",
         )
 
@@ -164,6 +171,28 @@ class Renderer:
             result.sql = template.render()  # stopped as soon as it passes MAX_MODEL_BYTES (sandbox.py)
         return result
 
+    def render_value(self, value: Any, where: tuple[str, int]) -> Any:
+        """A dbt_project.yml config value with Jinja, rendered to a value as dbt renders it (its
+        native mode): ``"{{ var('x', false) }}"`` is ``False``, ``"{{ 3 }}"`` is ``3``; lists and
+        mappings item by item.
+
+        >>> import tempfile; from compiler.project import Project
+        >>> r = Renderer(Project(Path(tempfile.mkdtemp()), "p", "1", (), (), (), "target", {"on": True}, {}, {}, "local"))
+        >>> r.render_value(["{{ var('on') }}", "{{ 1 + 2 }}", "x {{ 'y' }}", {"k": "{{ none }}"}], ("p.yml", 1))
+        [True, 3, 'x y', {'k': None}]
+        """
+        if isinstance(value, str) and ("{{" in value or "{%" in value):
+            text = self.render_string(value, where=where)
+            try:
+                return ast.literal_eval(text.strip())
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                return text
+        if isinstance(value, list):
+            return [self.render_value(item, where) for item in value]
+        if isinstance(value, dict):
+            return {key: self.render_value(item, where) for key, item in value.items()}
+        return value
+
     def render_string(self, text: str, this: str = "", where: tuple[str, int] | None = None) -> str:
         """A config value or description with Jinja (a hook's ``{{ this }}``, ``{{ doc('x') }}``);
         errors point at ``where`` (file, line) when given."""
@@ -177,13 +206,14 @@ class Renderer:
                 raise
             raise CompileError([replace(p, path=where[0], line=where[1]) if not p.path else p for p in exc.problems]) from exc
 
-    def schema_name(self, custom: str | None, default: str, node_name: str = "") -> str:
-        """A node's schema: the project's ``generate_schema_name`` macro when it has one, else
-        dbt's rule in a dbt project (``<target schema>_<custom>``), else the custom schema."""
+    def schema_name(self, custom: str | None, default: str, node: "Node | None" = None) -> str:
+        """A node's schema: the project's ``generate_schema_name`` macro when it has one (given the
+        node as dbt gives it), else dbt's rule in a dbt project (``<target schema>_<custom>``), else
+        the custom schema."""
         macro = self.macros.get("generate_schema_name")
         if macro is not None:
             with self._rendering(None, "", None, None):
-                return str(macro(custom, _Node(node_name))).strip()
+                return str(macro(custom, node or Node(""))).strip()
         if custom is None or str(custom).strip() == "":
             return default
         return f"{default}_{str(custom).strip()}" if self.project.dialect == "dbt" else str(custom).strip()
@@ -233,6 +263,28 @@ class Renderer:
         finally:
             self._current, self._model = None, None
 
+    def _load_library(self) -> dict[str, Any]:
+        """dbt's macro library (``compiler.dbt.macros``), under the project's own macros."""
+        macros: dict[str, Any] = {}
+        for path in library_files():
+            template = self.env.template_class.from_code(self.env, self._library_code(path), self.env.globals)
+            module = template.make_module(vars=self.env.globals, shared=True)
+            macros.update({name: getattr(module, name) for name in dir(module) if not name.startswith("_")})
+        return macros
+
+    def _library_code(self, path: Path) -> Any:
+        """A library file's compiled template: once per process, and from the compile cache's
+        Jinja bytecode when there is one (compiling the library takes ~0.2 s)."""
+        if path not in _LIBRARY_CODE:
+            source = path.read_text(encoding="utf-8")
+            cache = self.env.bytecode_cache
+            bucket = cache.get_bucket(self.env, path.name, str(path), source) if cache is not None else None
+            if bucket is not None and bucket.code is None:
+                bucket.code = self.env.compile(source, path.name, str(path))
+                cache.set_bucket(bucket)
+            _LIBRARY_CODE[path] = bucket.code if bucket is not None else self.env.compile(source, path.name, str(path))
+        return _LIBRARY_CODE[path]
+
     def _load_macros(self) -> dict[str, Any]:
         """The project's macros (and generic tests) over the built-in generic tests, which a
         project may replace by defining its own."""
@@ -260,7 +312,7 @@ class Renderer:
                 if name in macros:
                     problems.append(Problem(f"macro '{name}' is defined twice (also at {where[name]})", display, line,
                                             hint="rename one of them", code="duplicate-macro"))
-                macros[name] = returning(getattr(module, name)) if self.project.dialect == "dbt" else getattr(module, name)
+                macros[name] = getattr(module, name)
                 where[name] = f"{display}:{line}" if line else display
         if problems:
             raise CompileError(problems)
@@ -275,11 +327,26 @@ def _macro_line(template: jinja2.Template, value: Any) -> int | None:
 
 
 @dataclass(frozen=True)
-class _Node:
-    """What a ``generate_schema_name`` macro may read of the node (``node.name``)."""
+class Node:
+    """What a ``generate_schema_name`` macro reads of the node, with dbt's field names: a model,
+    seed or test (``node.resource_type``), its name, ``fqn``, file and config."""
 
     name: str
     resource_type: str = "model"
+    package_name: str = ""
+    original_file_path: str = ""
+    path: str = ""  # under the model or seed folder
+    fqn: tuple[str, ...] = ()
+    config: Mapping[str, Any] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+
+    @property
+    def unique_id(self) -> str:
+        return f"{self.resource_type}.{self.package_name}.{self.name}"
+
+    @property
+    def alias(self) -> str:
+        return str(self.config.get("alias") or self.name)
 
 
 class _ProjectLoader(jinja2.BaseLoader):
@@ -374,9 +441,12 @@ def _template_error(exc: Exception, name: str | None, root: Path) -> CompileErro
         for entry in traceback.extract_tb(exc.__traceback__)
         if entry.filename and entry.filename.endswith((".sql", ".jinja")) and entry.lineno
     ]
+    outside = frames and Path(frames[-1][0]).is_absolute()  # in a macro of dbt's library: reported where the project calls it
+    library = f" (in dbt's macro library, {Path(frames[-1][0]).name}:{frames[-1][1]})" if outside else ""
+    frames = [frame for frame in frames if not Path(frame[0]).is_absolute()]
     path, line = frames[-1] if frames else (name, None)
     called = next((f"{p}:{n}" for p, n in frames if p == name), None) if path != name else None
-    where = f" (in a macro called from {called})" if called else ""
+    where = (f" (in a macro called from {called})" if called else "") + library
     if isinstance(exc, _RenderFailure):
         return CompileError(Problem(str(exc) + where, path, line, hint=exc.hint, code=exc.code))
     if isinstance(exc, TooLarge):
@@ -384,8 +454,10 @@ def _template_error(exc: Exception, name: str | None, root: Path) -> CompileErro
     if isinstance(exc, SecurityError):
         return CompileError(Problem(f"unsafe template: {exc}{where}", path, line, hint=UNSAFE_HINT, code="unsafe-template"))
     if isinstance(exc, jinja2.UndefinedError):
-        return CompileError(Problem(f"undefined in template: {exc.message}{where}", path, line,
-                                    hint="fix the spelling; project variables are read with var('name')", code="jinja-undefined"))
+        hint = getattr(exc, "hint", "fix the spelling; project variables are read with var('name')")
+        if not library_files() and not hasattr(exc, "hint"):
+            hint += f"; a dbt macro (dateadd, type_string …): {INSTALL_HINT}"
+        return CompileError(Problem(f"undefined in template: {exc.message}{where}", path, line, hint=hint, code="jinja-undefined"))
     if isinstance(exc, jinja2.TemplateSyntaxError):
         return CompileError(Problem(f"Jinja syntax error: {exc.message}", exc.name or path, exc.lineno,
                                     hint="check the {{ }} / {% %} tags near this line", code="jinja-syntax"))

@@ -32,7 +32,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 import jinja2
 from jinja2.environment import TemplateModule
-from jinja2.compiler import CodeGenerator, Frame
+from jinja2.compiler import CodeGenerator, Frame, MacroRef
+import jinja2.runtime
 from jinja2.nodes import Concat
 from jinja2.sandbox import MAX_RANGE, SandboxedEnvironment, SecurityError
 from jinja2.utils import _PassArg
@@ -80,6 +81,7 @@ class Sandbox(SandboxedEnvironment):
         super().__init__(*args, **kwargs)
         self.limit = limit
         self.code_generator_class = _BoundedCodeGenerator
+        self.macro_class = jinja2.runtime.Macro  # what a {% macro %} makes (compiler/dbt/context.py's: return())
         self.template_class = _BoundedTemplate
         self.globals["range"] = self._range
         self.filters = {name: self._bounded_filter(name, func) for name, func in self.filters.items()}
@@ -243,6 +245,13 @@ class _BoundedCodeGenerator(CodeGenerator):
     def buffer(self, frame: Frame) -> None:
         frame.buffer = self.temporary_identifier()
         self.writeline(f"{frame.buffer} = environment.bounded_buffer()")
+
+    def macro_def(self, macro_ref: MacroRef, frame: Frame) -> None:
+        """Jinja's, with the environment's ``macro_class`` (dbt's ``return()``: ``compiler.dbt.context``)."""
+        args = [repr(arg.name) for arg in macro_ref.node.args]
+        self.write(f"environment.macro_class(environment, macro, {getattr(macro_ref.node, 'name', None)!r}, "
+                   f"({', '.join(args)}{',' if len(args) == 1 else ''}), {macro_ref.accesses_kwargs!r}, "
+                   f"{macro_ref.accesses_varargs!r}, {macro_ref.accesses_caller!r}, context.eval_ctx.autoescape)")
 
     def visit_Concat(self, node: Concat, frame: Frame) -> None:
         self.write("environment.bounded(")

@@ -33,7 +33,10 @@ stamp=.venv/.mvflow-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   say "installing mvflow and its dependencies into .venv (pyspark is large: the first time takes a few minutes)"
   log=.venv/install.log
-  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e ".[test]"; } >"$log" 2>&1; then
+  # dbt's macro library (the [dbt] extra) without dbt-core: mvflow reads its .sql files only; the
+  # versions of the dbt the differential tests run (bench/peers.py)
+  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e ".[test]" &&
+         .venv/bin/python -m pip install --no-deps "dbt-adapters==1.24.5" "dbt-spark==1.11.0"; } >"$log" 2>&1; then
     cat "$log" >&2
     echo "setup: installing into .venv failed (the log is above and in $log)" >&2
     exit 1

@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -281,6 +282,37 @@ def test_unsupported_dbt_features_are_one_warning_each(tmp_path, capsys):
     assert "warning: models/marts/units.yml:1: [dbt-unsupported] 'unit_tests' is not supported by mvflow: ignored" in err
 
 
+def test_dbts_other_yaml_keys_are_accepted_as_dbt_accepts_them(tmp_path, capsys):
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURE, project)
+    (project / "models" / "marts" / "semantics.yml").write_text(textwrap.dedent("""
+        version: 2
+        models:
+          - name: order_dates
+            meta: {owner: "@ana"}
+            time_spine: {standard_granularity_column: order_month}
+            columns:
+              - name: order_id
+                data_type: int
+                constraints: [{type: not_null}]
+                meta: {pii: false}
+              - {name: order_month, data_type: timestamp, granularity: month}
+        semantic_models:
+          - {name: orders, model: "ref('order_dates')"}
+        metrics:
+          - {name: order_count, type: simple, type_params: {measure: orders}}
+        saved_queries:
+          - {name: q, query_params: {metrics: [order_count]}}
+        exposures:
+          - {name: dash, type: dashboard, owner: {name: Ana}, depends_on: ["ref('order_dates')"]}
+    """))
+    assert _exit_code(lambda: main(["--project-dir", str(project), "compile"])) == 0
+    err = capsys.readouterr().err
+    for key in ("semantic_models", "metrics", "saved_queries", "exposures"):
+        assert err.count(f"[dbt-unsupported] '{key}' is not supported by mvflow: ignored") == 1, err
+    assert "error" not in err
+
+
 def test_docs_of_missing_columns_warn_and_the_overview_block_heads_the_docs(tmp_path, capsys):
     """As dbt: docs of a column the model does not output are accepted (jaffle_shop documents
     ``total_order_amount``, which its ``customers`` does not output), and ``__overview__`` is the
@@ -309,3 +341,48 @@ def test_vars_on_the_command_line_override_the_projects(tmp_path):
     assert "amount >= 10" in (project / "target" / "compiled" / "staging" / "stg_payments.sql").read_text()
     main(["--project-dir", str(project), "compile"])
     assert "amount >= 0" in (project / "target" / "compiled" / "staging" / "stg_payments.sql").read_text()
+
+
+def test_jinja_in_dbt_project_yml_configs_is_rendered_as_dbt_renders_it(tmp_path, capsys):
+    """jaffle-shop's ``seeds: +enabled: "{{ var('load_source_data', false) }}"``: folder configs are
+    rendered with vars and target to values (``False``, not the text ``"False"``); a bad value is an
+    error at its line of dbt_project.yml."""
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURE, project)
+    settings = project / "dbt_project.yml"
+    settings.write_text(settings.read_text()
+                        .replace("      +quote_columns: true\n", "      +quote_columns: true\n      +enabled: \"{{ var('stores', false) }}\"\n")
+                        .replace("    +severity: error\n", "    +severity: \"{{ 'warn' if target.name == 'ci' else 'error' }}\"\n"))
+    assert "raw_stores" not in compile_project(load_project(project)).models
+    loaded = load_project(project)
+    with_stores = replace(loaded, vars={**loaded.vars, "stores": True})
+    assert "raw_stores" in compile_project(with_stores).models
+    unique = "source_unique_raw_orders_id"
+    assert compile_project(with_stores).tests[unique].config.severity == "error"
+    assert compile_project(with_stores, "ci").tests[unique].config.severity == "warn"
+    settings.write_text(settings.read_text().replace("var('stores', false)", "var('stores', false) ~ '!'"))
+    assert _exit_code(lambda: main(["--project-dir", str(project), "compile"])) == 2
+    err = capsys.readouterr().err
+    assert "dbt_project.yml:32: [bad-config] enabled must be true or false, got 'False!'" in err and "Traceback" not in err
+
+
+def test_generate_schema_name_is_given_the_node_dbt_gives_it(tmp_path):
+    """jaffle-shop's macro: seeds in the schema they name, other custom schemas only in prod; the
+    node says what it is (seed, model, test), its fqn and its file."""
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURE, project)
+    (project / "macros" / "schemas.sql").write_text(textwrap.dedent("""
+        {% macro generate_schema_name(custom_schema_name, node) %}
+            {%- if node.resource_type == 'seed' -%} {{ custom_schema_name | trim }}
+            {%- elif node.resource_type == 'test' -%} {{ target.schema }}_{{ node.resource_type }}s
+            {%- elif custom_schema_name is none or target.name != 'ci' -%} {{ target.schema }}
+            {%- else -%} {{ node.fqn[1] }}_{{ node.original_file_path.split('/')[-1][:-4] }}_{{ custom_schema_name | trim }}
+            {%- endif -%}
+        {% endmacro %}
+    """))
+    dev, ci = (compile_project(load_project(project), target) for target in ("dev", "ci"))
+    assert dev.models["raw_orders"].relation == ci.models["raw_orders"].relation == "raw.raw_orders"
+    assert dev.models["customer_orders"].relation == "shop_dev.customer_orders"
+    assert ci.models["customer_orders"].relation == "marts_customer_orders_marts.customer_orders"
+    assert ci.models["stg_orders"].relation == "shop_ci.stg_orders"
+    assert {t.config.schema for t in dev.tests.values()} == {"shop_dev_tests"}

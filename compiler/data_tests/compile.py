@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from ..errors import CompileError, Problem, ProblemList, did_you_mean
 from ..parse import parse_select
+from ..render import Node
 from ..paths import MAX_NAME, name_problem
 from . import scope
 from .declare import TestConfig, TestDeclaration, declared_tests, test_config
@@ -199,7 +200,10 @@ class _Compiler:
         roots = (*self.project.model_paths, *self.project.test_paths, *self.project.seed_paths)
         root = next((r.rstrip("/") for r in roots if path.startswith(r.rstrip("/") + "/")), None)
         under = path[len(root) + 1:] if root else path
-        return {key: value for key, (value, _) in self.project.defaults_with_lines(under, "tests").items()}
+        found = self.project.defaults_with_lines(under, "tests").items()
+        if self.project.dialect != "dbt":
+            return {key: value for key, (value, _) in found}
+        return {key: self.renderer.render_value(value, (self.project.settings_file, line)) for key, (value, line) in found}
 
     def _test(self, declaration: TestDeclaration, config: TestConfig, rendered: "Rendered", first: str | None = None,
               raw_sql: str = "") -> "DataTest | list[Problem]":
@@ -209,7 +213,8 @@ class _Compiler:
             return problems
         if self.project.dialect == "dbt":  # dbt's audit schema: <target schema>_dbt_test__audit
             custom = config.schema if config.schema != TestConfig.schema else "dbt_test__audit"
-            config = replace(config, schema=self.renderer.schema_name(custom, self.renderer.env.globals["target"].schema))
+            node = Node(declaration.name, "test", self.project.name, declaration.path, config={"schema": custom})
+            config = replace(config, schema=self.renderer.schema_name(custom, self.renderer.env.globals["target"].schema, node))
         reads = ([first] if first in self.models else []) + [c.name for c in rendered.refs]
         sources = ([first] if first in self.sources else []) + [c.name for c in rendered.sources]
         return DataTest(declaration, config, rendered.sql.strip() + "\n", tuple(dict.fromkeys(reads)),

@@ -7,6 +7,8 @@ from typing import Any
 
 from ..kinds import config_keys
 
+#: hooks: their Jinja is rendered when they run (``{{ this }}``), not with the config
+HOOKS = {"pre-hook", "pre_hook", "post-hook", "post_hook"}
 #: dbt config name → mvflow's
 RENAMED = {"pre-hook": "before", "pre_hook": "before", "post-hook": "after", "post_hook": "after", "file_format": "table_format"}
 #: dbt settings that change nothing mvflow writes (documentation, access control metadata)

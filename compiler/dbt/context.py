@@ -11,11 +11,13 @@ import json
 import re
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import jinja2
+import jinja2.runtime
 
 from ..sandbox import Modules
+from .macros import Behavior, SparkColumn
 
 if TYPE_CHECKING:
     from ..project import Project, Target
@@ -47,27 +49,27 @@ class TargetContext:
 
 
 class Return(Exception):
-    """``{% do return(value) %}`` inside a macro: the macro's value (see ``returning``)."""
+    """``{% do return(value) %}`` inside a macro: the macro's value (see ``ReturningMacro``)."""
 
     def __init__(self, value: Any):
         super().__init__("return() outside a macro")
         self.value = value
 
 
-def returning(macro: Callable[..., Any]) -> Callable[..., Any]:
-    """A macro whose ``return(value)`` gives ``value`` (else its rendered text), as in dbt."""
+class ReturningMacro(jinja2.runtime.Macro):
+    """A macro whose ``return(value)`` gives ``value`` (else its rendered text), as in dbt: the
+    environment's ``macro_class`` (``compiler.sandbox``), so a call between macros of one file,
+    which Jinja resolves inside the file, returns too."""
 
-    def call(*args: Any, **kwargs: Any) -> Any:
+    def _invoke(self, arguments: list[Any], autoescape: bool) -> Any:
         try:
-            return macro(*args, **kwargs)
+            return super()._invoke(arguments, autoescape)
         except Return as done:
             return done.value
 
-    call.__name__ = getattr(macro, "__name__", "macro")
-    return call
 
-
-def dbt_globals(env: jinja2.Environment) -> dict[str, Any]:
+def dbt_globals(env: jinja2.Environment, flags: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The names a dbt project's templates see besides mvflow's; ``flags``: dbt_project.yml's ``flags:``."""
     def dispatch(name: str, macro_namespace: str | None = None) -> Any:
         for candidate in (f"spark__{name}", f"default__{name}", name):
             if candidate in env.globals:
@@ -79,21 +81,31 @@ def dbt_globals(env: jinja2.Environment) -> dict[str, Any]:
             raise jinja2.TemplateRuntimeError(f"{name}() queries the database while compiling: mvflow compiles without Spark")
         return call
 
-    def raise_compiler_error(message: str) -> Any:
+    def raise_compiler_error(message: str, node: Any = None) -> Any:
         raise jinja2.TemplateRuntimeError(message)
+
+    def try_or_compiler_error(message: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - dbt's contract: any failure is the given message
+            raise jinja2.TemplateRuntimeError(message) from exc
 
     return {
         "execute": True,
         "log": lambda *args, **kwargs: "",
         "print": lambda *args, **kwargs: "",
         "return": lambda value=None: _raise(Return(value)),
-        "exceptions": SimpleNamespace(raise_compiler_error=raise_compiler_error, warn=lambda *a, **k: ""),
+        "exceptions": SimpleNamespace(raise_compiler_error=raise_compiler_error, warn=lambda *a, **k: "",
+                                      raise_not_implemented=raise_compiler_error),
+        "try_or_compiler_error": try_or_compiler_error,
         "modules": Modules(datetime=datetime, re=re, itertools=itertools),  # the sandbox's one way to a module
         "tojson": json.dumps,
         "fromjson": json.loads,
         "run_query": refused("run_query"),
         "statement": refused("statement"),
-        "adapter": SimpleNamespace(dispatch=dispatch, quote=lambda name: f"`{name}`", get_relation=refused("adapter.get_relation")),
+        "api": SimpleNamespace(Column=SparkColumn),
+        "adapter": SimpleNamespace(dispatch=dispatch, quote=lambda name: f"`{name}`", get_relation=refused("adapter.get_relation"),
+                                   type=lambda: "spark", behavior=Behavior(dict(flags or {}))),
     }
 
 

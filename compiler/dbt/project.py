@@ -64,6 +64,7 @@ def load_dbt_project(root: Path, profiles_dir: Path | str | None = None) -> Proj
         on_run_start=_hooks(data.get("on-run-start")),
         on_run_end=_hooks(data.get("on-run-end")),
         docs_paths=_paths(data, "docs-paths", []),
+        flags=dict(data.get("flags") or {}),
         unusable_targets=unusable,
     )
 
