@@ -130,6 +130,55 @@ def list_models(obj: _Context, select, exclude, target, output) -> None:
         click.echo({"name": name, "path": model.path, "relation": model.relation, "kind": f"{model.kind.name}\t{name}"}[output])
 
 
+cli.add_command(list_models, name="list")  # dbt's name
+
+
+@cli.command()
+@_target
+@click.pass_obj
+def parse(obj: _Context, target) -> None:
+    """Check the whole project (render, parse, resolve) and write nothing; `compile` writes target/."""
+    started = time.monotonic()
+    manifest = obj.manifest(target)
+    click.echo(f"parsed {len(manifest.models)} models, {len(manifest.tests)} tests, {len(manifest.sources)} sources "
+               f"in {time.monotonic() - started:.2f}s")
+
+
+@cli.command()
+@click.pass_obj
+def clean(obj: _Context) -> None:
+    """Delete target/ (and a dbt project's clean-targets, folders inside the project)."""
+    from .dbt.commands import clean as clean_project
+
+    removed = clean_project(obj.project())
+    click.echo(f"removed {', '.join(removed)}" if removed else "nothing to remove")
+
+
+@cli.command(name="debug")
+@_target
+@click.pass_obj
+def debug_command(obj: _Context, target) -> None:
+    """The project, its target, Java, PySpark and dbt's macro library (Spark is not started)."""
+    from .dbt.commands import debug_lines
+
+    for line in debug_lines(obj.project(), target):
+        click.echo(line)
+
+
+def _not_here(name: str) -> None:
+    @cli.command(name=name, context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+                 help=f"dbt's `{name}`: says what to use in mvflow instead.", add_help_option=False)
+    def command() -> None:
+        from .dbt.commands import instead
+
+        click.echo(f"error: {instead(name)}", err=True)
+        sys.exit(EXIT_USER_ERROR)
+
+
+for _name in ("deps", "snapshot", "retry", "run-operation"):
+    _not_here(_name)
+
+
 @cli.command()
 @_select
 @_exclude
@@ -637,7 +686,7 @@ def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None
 
 def _accept_global_options(group: click.Group) -> None:
     """Let every command take --project-dir and --debug after its name too: ``mvflow compile --project-dir X``."""
-    for command in group.commands.values():
+    for command in {id(c): c for c in group.commands.values()}.values():  # `list` is `ls` under dbt's name
         if isinstance(command, click.Group):
             _accept_global_options(command)
             continue

@@ -386,3 +386,34 @@ def test_generate_schema_name_is_given_the_node_dbt_gives_it(tmp_path):
     assert ci.models["customer_orders"].relation == "marts_customer_orders_marts.customer_orders"
     assert ci.models["stg_orders"].relation == "shop_ci.stg_orders"
     assert {t.config.schema for t in dev.tests.values()} == {"shop_dev_tests"}
+
+
+def test_the_dbt_commands_a_dbt_user_types_work_or_say_what_to_use(tmp_path, capsys):
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURE, project)
+    settings = project / "dbt_project.yml"
+    settings.write_text(settings.read_text() + "clean-targets: [target, dbt_packages]\n")
+    assert _exit_code(lambda: main(["--project-dir", str(project), "parse"])) == 0
+    assert "parsed 14 models, 18 tests, 2 sources" in capsys.readouterr().out and not (project / "target").exists()
+    main(["--project-dir", str(project), "ls"])
+    listed = capsys.readouterr().out
+    main(["--project-dir", str(project), "list"])
+    assert capsys.readouterr().out == listed and "customer_orders" in listed
+    main(["--project-dir", str(project), "debug"])
+    out = capsys.readouterr().out
+    assert "project: shop" in out and "target: dev" in out and "dbt's macro library: " in out
+    main(["--project-dir", str(project), "compile"])
+    (project / "dbt_packages" / "p").mkdir(parents=True)
+    capsys.readouterr()
+    main(["--project-dir", str(project), "clean"])
+    assert capsys.readouterr().out.strip() == "removed target, dbt_packages"
+    assert not (project / "target").exists() and not (project / "dbt_packages").exists() and (project / "models").is_dir()
+    settings.write_text(settings.read_text().replace("[target, dbt_packages]", "[target, ../elsewhere]"))
+    (tmp_path / "elsewhere").mkdir()
+    assert _exit_code(lambda: main(["--project-dir", str(project), "clean"])) == 2
+    assert "clean-targets: '../elsewhere' is not a folder inside the project" in capsys.readouterr().err
+    assert (tmp_path / "elsewhere").is_dir()
+    for command in (["deps"], ["snapshot", "-s", "x"], ["retry"], ["run-operation", "grant", "--args", "{a: 1}"]):
+        assert _exit_code(lambda: main(["--project-dir", str(project), *command])) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: mvflow {command[0]}: ") and err.count("\n") == 1 and "Traceback" not in err
