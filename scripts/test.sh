@@ -13,9 +13,12 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 
 # The fast tier in two pytest processes, a SparkSession each (pytest-xdist): 22 -> 18 minutes on 2
-# cores, one run after the other. The slow tier runs in one: its serve runners and kill -9s time
-# leases. MVFLOW_TEST_WORKERS=0 runs the fast tier in this process.
-tier=(-m "not slow" -n "${MVFLOW_TEST_WORKERS:-2}")
+# cores, one run after the other. Work stealing: with xdist's default (load) the tests' durations
+# summed to 17 minutes per process against 22 of wall (2026-11-27): one process ran the last heavy
+# modules while the other idled; a process that runs out now takes half of the other's queue. The
+# slow tier runs in one: its serve runners and kill -9s time leases. MVFLOW_TEST_WORKERS=0 runs the
+# fast tier in this process.
+tier=(-m "not slow" -n "${MVFLOW_TEST_WORKERS:-2}" --dist worksteal)
 paths=()
 case "${1:-}" in
   --slow) tier=(-m slow); shift ;;
