@@ -15,7 +15,7 @@ from typing import Iterator
 
 import click
 
-from .errors import MvflowError
+from .errors import MvflowError, Problem, ProjectError
 
 EXIT_USER_ERROR = 2
 EXIT_RUN_FAILED = 1
@@ -175,7 +175,20 @@ def _not_here(name: str) -> None:
         sys.exit(EXIT_USER_ERROR)
 
 
-for _name in ("deps", "snapshot", "retry", "run-operation"):
+@cli.command()
+@click.pass_obj
+def deps(obj: _Context) -> None:
+    """Install the packages of packages.yml into dbt_packages/ (local and git ones) and lock their commits."""
+    from .dbt.packages import install
+
+    project = obj.project()
+    if project.dialect != "dbt":
+        raise ProjectError(Problem("mvflow deps installs a dbt project's packages: this project has no dbt_project.yml",
+                                   project.settings_file, code="not-dbt", hint="mvflow's own projects have no packages"))
+    install(project, echo=click.echo)
+
+
+for _name in ("snapshot", "retry", "run-operation"):
     _not_here(_name)
 
 

@@ -24,6 +24,7 @@ from .errors import CompileError, MvflowError, Problem, ProblemList, did_you_mea
 from .files import read_text
 from .graph import build_graph, model_id, source_id
 from .kinds import Kind, KindError, create_kind
+from .dbt.packages import check_installed
 from .dbt.config import HOOKS, RENAMED, translate as translate_dbt_config
 from .kinds.ephemeral import cte_name
 from .kinds.mv.lift import lift_models
@@ -56,6 +57,11 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
     problems = ProblemList()
     for problem in project.missing_model_paths() + project.file_problems():
         problems.add(problem)
+    if project.dialect == "dbt":
+        before = len(problems.problems)
+        _attempt(problems, check_installed, project)
+        if len(problems.problems) > before:  # without its packages every model calling them fails: say the one cause
+            problems.raise_if_any()
     sources = _attempt(problems, load_sources, project)
     docs = _attempt(problems, _load_model_docs, project) or {}
     renderer = _attempt(problems, Renderer, project, cache.jinja() if cache is not None else None, defaults)

@@ -106,6 +106,7 @@ class Project:
     on_run_end: tuple[str, ...] = ()
     docs_paths: tuple[str, ...] = ()  # more folders with {% docs %} blocks (*.md), besides the model folders
     flags: Mapping[str, Any] = field(default_factory=dict)  # dbt's behavior flags (dbt_project.yml ``flags:``)
+    dispatch: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # dbt's ``dispatch:``: namespace → search order
     unusable_targets: Mapping[str, Problem] = field(default_factory=dict)  # a profile output mvflow cannot run
     targets_line: int = 0  # line of 'targets:' in project.yml, for errors
     model_paths_line: int = 0  # line of 'paths: models:' (or of what holds it), for errors

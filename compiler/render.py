@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+from collections import ChainMap
 import re
 import sys
 import traceback
@@ -25,6 +26,7 @@ from .errors import CompileError, Problem, ProjectError
 from .files import MAX_MODEL_BYTES, read_text
 from .dbt.context import ReturningMacro, TargetContext, dbt_globals
 from .dbt.macros import INSTALL_HINT, Namespace, library_files
+from .dbt.packages import installed
 from .dbt.docs import load_docs
 from .project import Project, Target, env_var
 from .sandbox import UNSAFE_HINT, Sandbox, SecurityError, TooLarge
@@ -96,12 +98,17 @@ class Renderer:
             is_incremental=lambda: self.incremental,
             doc=load_docs(project),
         )
+        self.namespaces: dict[str, dict[str, Any]] = {}  # a dbt project: package name → its macros (dispatch's search)
+        self.package_vars: dict[str, Any] = {}  # defaults from the packages' dbt_project.yml
         if project.dialect == "dbt":
             self.env.macro_class = ReturningMacro
-            self.env.globals.update(dbt_globals(self.env, project.flags))
+            self.env.globals.update(dbt_globals(self.env, project.flags, self._dispatch_search))
             library = self._load_library()
             self.env.globals.update(library, dbt=Namespace("dbt", library, INSTALL_HINT))
+            self.namespaces["dbt"] = library
+            self._load_packages()
         self.macros = self._load_macros()
+        self.namespaces[project.name] = self.macros
 
     # -- the functions models call -------------------------------------------------------
     def _ref(self, name: str, *extra: str) -> str:
@@ -136,6 +143,8 @@ class Renderer:
     def _var(self, name: str, default: Any = None) -> Any:
         if name in self.project.vars:
             return self.project.vars[name]
+        if name in self.package_vars:
+            return self.package_vars[name]
         if default is not None:
             return default
         close = difflib.get_close_matches(name, list(self.project.vars), n=1)
@@ -218,9 +227,9 @@ class Renderer:
             return default
         return f"{default}_{str(custom).strip()}" if self.project.dialect == "dbt" else str(custom).strip()
 
-    def call_macro(self, name: str, kwargs: dict[str, Any], this: str, resolve_ref: Resolver,
+    def call_macro(self, macro: Any, kwargs: dict[str, Any], this: str, resolve_ref: Resolver,
                    resolve_source: Callable[[str, str, int], str], globals_: dict[str, Any] | None = None) -> Rendered:
-        """Call the macro ``name`` (a generic test: ``test_unique``) as a model would; string
+        """Call ``macro`` (a generic test: ``test_unique``, or a package's) as a model would; string
         arguments that look like ``ref(...)``/``source(...)``/``var(...)`` calls are evaluated, other
         strings rendered as templates (as dbt does with a test's arguments)."""
         extra = globals_ or {}
@@ -229,7 +238,7 @@ class Renderer:
         try:
             with self._rendering(None, this, resolve_ref, resolve_source) as result:
                 arguments = {key: self._argument(value) for key, value in kwargs.items()}
-                result.sql = str(self.env.globals[name](**arguments))
+                result.sql = str(macro(**arguments))
         finally:
             for key, value in saved.items():
                 if value is None:
@@ -271,6 +280,35 @@ class Renderer:
             module = template.make_module(vars=self.env.globals, shared=True)
             macros.update({name: getattr(module, name) for name in dir(module) if not name.startswith("_")})
         return macros
+
+    def _load_packages(self) -> None:
+        """The installed dbt packages (``compiler.dbt.packages``): each one's macros and generic
+        tests under its name (``dbt_utils.star``), calling each other by their bare names."""
+        for package in installed(self.project):
+            macros: dict[str, Any] = {}
+            scope = ChainMap(macros, self.env.globals)  # the package's own names first, as in dbt
+            for path in package.macro_files():
+                try:
+                    module = self.template(path).make_module(vars=scope, shared=True)
+                except CompileError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a package's template failure, at its file and line
+                    raise _template_error(exc, self.project.relative(path), self.project.root) from exc
+                macros.update({name: getattr(module, name) for name in dir(module) if not name.startswith("_")})
+            self.namespaces[package.name] = macros
+            self.env.globals[package.name] = Namespace(package.name, macros)
+            self.package_vars = {**package.vars, **self.package_vars}
+
+    def _dispatch_search(self, namespace: str | None) -> list[Mapping[str, Any]]:
+        """Where ``adapter.dispatch(name, namespace)`` looks, in order (dbt's rule): the project's
+        ``dispatch:`` search order for the namespace; else the project, then the package; else
+        every name the templates see (the project's macros over dbt's library)."""
+        order = self.project.dispatch.get(namespace or "")
+        if order:
+            return [self.namespaces[name] for name in order if name in self.namespaces]
+        if namespace and namespace not in ("dbt", self.project.name) and namespace in self.namespaces:
+            return [self.namespaces.get(self.project.name, {}), self.namespaces[namespace]]
+        return [self.env.globals]
 
     def _library_code(self, path: Path) -> Any:
         """A library file's compiled template: once per process, and from the compile cache's

@@ -8,7 +8,8 @@ in its own processes with its own warehouse and metastore; a small script in tha
 relations as JSON. The project is ``tests/fixtures/dbt_shop`` (seeds, sources, views, tables, one
 of them in jaffle_shop's `customers` shape, ephemeral and incremental models with
 append/insert_overwrite/merge, hooks, generic, custom and singular tests, store_failures, docs
-blocks); its marts are also run as mvs.
+blocks, dbt's cross-database macros), with a git package (tests/shop_packages.py) whose macro keys
+one model and whose generic test checks it; its marts are also run as mvs.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import textwrap
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +28,9 @@ import pytest
 from compiler.cli import main
 from compiler.compile import compile_project
 from compiler.project import load_project
+
+sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
+from shop_packages import package_repository, with_package  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "dbt_shop"
 SCHEMAS = ("shop_dev", "shop_dev_raw", "shop_dev_marts", "shop_dev_dbt_test__audit")
@@ -68,6 +73,7 @@ def dbt_side(tmp_path_factory) -> dict:
     work = tmp_path_factory.mktemp("dbt")
     project = work / "project"
     shutil.copytree(FIXTURE, project)
+    with_package(project, f"packages:\n  - git: {package_repository(work / 'repo')}\n    revision: v1\n")
     conf = dbt_conf(work)
     profiles = work / "profiles"
     profiles.mkdir()
@@ -80,6 +86,7 @@ def dbt_side(tmp_path_factory) -> dict:
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
 
     verdicts = []
+    dbt_command("deps")
     for grow in (False, True):
         if grow:
             with (project / "data" / "raw_orders.csv").open("a") as handle:
@@ -145,8 +152,10 @@ def comparable(relation: dict) -> tuple[list[str], list[tuple]]:
 def test_a_dbt_project_gives_dbts_tables_and_verdicts(spark, tmp_path, dbt_side, capsys):
     project = tmp_path / "project"
     shutil.copytree(FIXTURE, project)
+    with_package(project, f"packages:\n  - git: {package_repository(tmp_path / 'repo')}\n    revision: v1\n")
     verdicts = []
     try:
+        main(["--project-dir", str(project), "deps"])
         for grow in (False, True):
             if grow:
                 with (project / "data" / "raw_orders.csv").open("a") as handle:
@@ -163,11 +172,12 @@ def test_a_dbt_project_gives_dbts_tables_and_verdicts(spark, tmp_path, dbt_side,
         assert {names[r["source"]]: r["status"] for r in ours} == dbt_side["freshness"] == {"raw.orders": "pass"}
         assert code == dbt_side["freshness_exit"] == 0
 
-        assert verdicts == dbt_side["verdicts"] and len(verdicts[0]) == 18
+        assert verdicts == dbt_side["verdicts"] and len(verdicts[0]) == 19
         assert verdicts[0]["relationships_stg_orders_customer_id__customer_id__ref_stg_customers_"] == ("warn", 1)
         ours, theirs = relations(spark), dbt_side["relations"]
         assert set(ours) == set(theirs)
         assert {"shop_dev.run_log", "shop_dev_raw.raw_stores", "shop_dev_marts.order_status", "shop_dev_marts.daily_orders",
+                "shop_dev_marts.order_dates", "shop_dev_marts.order_keys",
                 "shop_dev_dbt_test__audit.relationships_stg_orders_96411fe0c89b49c3f4da955dfd358ba0"} <= set(theirs)
         for name in sorted(theirs):
             assert comparable(ours[name]) == comparable(theirs[name]), name
@@ -272,12 +282,10 @@ def test_dbt_project_errors_are_one_line(tmp_path, capsys, monkeypatch, change, 
 def test_unsupported_dbt_features_are_one_warning_each(tmp_path, capsys):
     project = tmp_path / "project"
     shutil.copytree(FIXTURE, project)
-    (project / "packages.yml").write_text("packages:\n  - package: dbt-labs/dbt_utils\n    version: 1.1.1\n")
     (project / "models" / "py_model.py").write_text("def model(dbt, session):\n    return None\n")
     (project / "models" / "marts" / "units.yml").write_text("unit_tests:\n  - name: t\n    model: customer_orders\n")
     main(["--project-dir", str(project), "compile"])
     err = capsys.readouterr().err
-    assert "warning: packages.yml:1: [dbt-unsupported] packages are not supported" in err
     assert "warning: models/py_model.py:1: [dbt-unsupported] Python models are not supported" in err
     assert "warning: models/marts/units.yml:1: [dbt-unsupported] 'unit_tests' is not supported by mvflow: ignored" in err
 
@@ -413,7 +421,9 @@ def test_the_dbt_commands_a_dbt_user_types_work_or_say_what_to_use(tmp_path, cap
     assert _exit_code(lambda: main(["--project-dir", str(project), "clean"])) == 2
     assert "clean-targets: '../elsewhere' is not a folder inside the project" in capsys.readouterr().err
     assert (tmp_path / "elsewhere").is_dir()
-    for command in (["deps"], ["snapshot", "-s", "x"], ["retry"], ["run-operation", "grant", "--args", "{a: 1}"]):
+    main(["--project-dir", str(project), "deps"])
+    assert capsys.readouterr().out.strip() == "no packages to install (packages.yml or dependencies.yml lists none)"
+    for command in (["snapshot", "-s", "x"], ["retry"], ["run-operation", "grant", "--args", "{a: 1}"]):
         assert _exit_code(lambda: main(["--project-dir", str(project), *command])) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"error: mvflow {command[0]}: ") and err.count("\n") == 1 and "Traceback" not in err

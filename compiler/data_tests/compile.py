@@ -142,11 +142,12 @@ class _Compiler:
     def generic(self, declaration: TestDeclaration) -> "DataTest | list[Problem] | None":
         where = (declaration.path, declaration.line)
         namespace, _, test = declaration.test_type.rpartition(".")
+        macros = self.renderer.namespaces.get(namespace) if namespace else self.renderer.env.globals
         macro = f"test_{test}"
-        if namespace or macro not in self.renderer.env.globals:
-            known = sorted(n[len("test_"):] for n in self.renderer.env.globals if n.startswith("test_"))
-            hint = (f"tests of packages ({namespace}) are not supported: copy the test into a {{% test %}} block"
-                    if namespace else did_you_mean(test, known) or "tests here: " + ", ".join(known))
+        if macros is None or macro not in macros:
+            known = sorted(n[len("test_"):] for n in macros or () if n.startswith("test_"))
+            hint = (f"no package '{namespace}' is installed: list it in packages.yml and run `mvflow deps`"
+                    if macros is None else did_you_mean(test, known) or "tests here: " + ", ".join(known))
             return [Problem(f"unknown test '{declaration.test_type}'", *where, code="unknown-test", hint=hint)]
         target = self._relation(declaration.attached_to)
         settings = {**self._defaults(declaration.path), **declaration.config}
@@ -165,7 +166,7 @@ class _Compiler:
         tested = f"(SELECT * FROM {target} WHERE {config.where}) AS mvflow_where" if config.where else target
         kwargs = {"model": tested, **({"column_name": declaration.column} if declaration.column else {}), **declaration.kwargs}
         try:
-            rendered = self.renderer.call_macro(macro, kwargs, this=target, resolve_ref=self._ref, resolve_source=self._source,
+            rendered = self.renderer.call_macro(macros[macro], kwargs, this=target, resolve_ref=self._ref, resolve_source=self._source,
                                                 globals_={"should_store_failures": lambda: config.store_failures})
         except CompileError as exc:
             return [Problem(f"test '{declaration.name}': {p.message} (at {p.path}:{p.line})" if p.path else

@@ -1,9 +1,10 @@
-"""The dbt commands a dbt user types that are not mvflow's own: ``clean`` and ``debug`` work,
+"""The dbt commands a dbt user types that are not mvflow's own: ``clean`` and ``debug`` work
+(``deps``: ``compiler.dbt.packages``),
 ``list`` and ``parse`` are ``ls`` and a compile that writes nothing, and the others answer with one
 line saying what to use instead (``NOT_HERE``).
 
->>> print(instead("deps"))
-mvflow deps: packages are not supported yet — copy the macros the project uses from dbt_packages/<package>/macros/ into macros/
+>>> print(instead("retry"))  # doctest: +ELLIPSIS
+mvflow retry: mvflow has no retry — run `mvflow build -s <model>+` for the models target/run_results.json lists as error ...
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
 
 #: dbt command → what to do in mvflow instead
 NOT_HERE = {
-    "deps": "packages are not supported yet — copy the macros the project uses from dbt_packages/<package>/macros/ into macros/",
     "snapshot": "snapshots are not supported yet — an mv keeps each key's current row; a fact keeps every change by position",
     "retry": "mvflow has no retry — run `mvflow build -s <model>+` for the models target/run_results.json lists as error "
              "(mv, fact and numerator models redo an interrupted batch by themselves)",

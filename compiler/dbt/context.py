@@ -68,13 +68,21 @@ class ReturningMacro(jinja2.runtime.Macro):
             return done.value
 
 
-def dbt_globals(env: jinja2.Environment, flags: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The names a dbt project's templates see besides mvflow's; ``flags``: dbt_project.yml's ``flags:``."""
-    def dispatch(name: str, macro_namespace: str | None = None) -> Any:
-        for candidate in (f"spark__{name}", f"default__{name}", name):
-            if candidate in env.globals:
-                return env.globals[candidate]
-        raise jinja2.UndefinedError(f"adapter.dispatch('{name}'): no macro spark__{name}, default__{name} or {name}")
+def dbt_globals(env: jinja2.Environment, flags: Mapping[str, Any] | None = None,
+                search: Callable[[str | None], list[Mapping[str, Any]]] | None = None) -> dict[str, Any]:
+    """The names a dbt project's templates see besides mvflow's; ``flags``: dbt_project.yml's
+    ``flags:``; ``search``: the macro tables ``adapter.dispatch`` looks in for a namespace, in order
+    (default: every name the templates see)."""
+    def dispatch(name: str, macro_namespace: str | None = None, packages: Any = None) -> Any:
+        tables = search(macro_namespace) if search is not None else [env.globals]
+        for table in tables:
+            for candidate in (f"spark__{name}", f"default__{name}"):
+                if candidate in table:
+                    return table[candidate]
+        if name in env.globals:
+            return env.globals[name]
+        where = f" in {macro_namespace}" if macro_namespace else ""
+        raise jinja2.UndefinedError(f"adapter.dispatch('{name}'): no macro spark__{name} or default__{name}{where}")
 
     def refused(name: str) -> Callable[..., Any]:
         def call(*_: Any, **__: Any) -> Any:

@@ -65,8 +65,20 @@ def load_dbt_project(root: Path, profiles_dir: Path | str | None = None) -> Proj
         on_run_end=_hooks(data.get("on-run-end")),
         docs_paths=_paths(data, "docs-paths", []),
         flags=dict(data.get("flags") or {}),
+        dispatch=_dispatch(data.get("dispatch")),
         unusable_targets=unusable,
     )
+
+
+def _dispatch(value: Any) -> dict[str, tuple[str, ...]]:
+    """``dispatch: [{macro_namespace: dbt_utils, search_order: [my_project, dbt_utils]}]``.
+
+    >>> _dispatch([{"macro_namespace": "dbt_utils", "search_order": ["shop", "dbt_utils"]}])
+    {'dbt_utils': ('shop', 'dbt_utils')}
+    """
+    entries = value if isinstance(value, list) else []
+    return {str(e["macro_namespace"]): tuple(str(n) for n in e.get("search_order") or ())
+            for e in entries if isinstance(e, dict) and e.get("macro_namespace")}
 
 
 def _paths(data: LineDict, key: str, default: list[str], legacy: str | None = None) -> tuple[str, ...]:
@@ -165,11 +177,14 @@ _UNREAD_SECTIONS = ("unit_tests", "exposures", "metrics", "semantic_models", "sa
 
 def unsupported(project: Project) -> list[Problem]:
     """One warning per dbt feature in the project that mvflow does not run."""
+    from .packages import installed
+
     warnings = []
-    for name in ("packages.yml", "dependencies.yml"):
-        if (project.root / name).is_file():
-            warnings.append(Problem("packages are not supported: macros and tests of packages are not available", name, 1,
-                                    code="dbt-unsupported", hint="copy the macros the project uses into macros/"))
+    for package in installed(project):
+        if package.models:
+            warnings.append(Problem(f"package '{package.name}' has {package.models} models: mvflow does not build package "
+                                    "models yet (its macros and tests are read)", project.relative(package.root / "dbt_project.yml"),
+                                    1, code="dbt-unsupported", hint="copy the models the project needs into models/"))
     for path in project.files("models", (".py",)):
         warnings.append(Problem("Python models are not supported: not compiled", project.relative(path), 1,
                                 code="dbt-unsupported", hint="write the model as SQL"))
