@@ -58,8 +58,8 @@ def check_artifacts(manifest: Manifest, selected: Iterable[str] | None = None) -
 def _derive(manifest: Manifest, selected: Iterable[str] | None) -> "_Writer":
     target = manifest.project.target_dir
     write = _Writer(target)
-    names = list(selected) if selected is not None else list(manifest.models)
-    chosen = set(names)
+    chosen = set(selected) if selected is not None else set(manifest.models)  # models and tests
+    names = [name for name in (selected if selected is not None else manifest.models) if name in manifest.models]
     with Background(lambda: _traced(manifest), fork=worth_forking(len(manifest.models))) as later:
         for name in names:
             model = manifest.models[name]
@@ -73,8 +73,8 @@ def _derive(manifest: Manifest, selected: Iterable[str] | None) -> "_Writer":
             else:
                 for text in files.values():
                     write(target / "run" / f"{stem}.sql", text)
-        # with a selection, the tests of what is selected (the others' files stay as they were)
-        for test in [t for t in manifest.tests.values() if selected is None or chosen & set(t.depends_on)]:
+        # with a selection, the tests selected or of what is selected (the others' files stay as they were)
+        for test in [t for t in manifest.tests.values() if selected is None or t.name in chosen or chosen & set(t.depends_on)]:
             write(target / "compiled" / f"{test.target_stem}.sql", f"-- {test.name} (test) compiled from {test.path}\n{test.sql}")
             for text in test.kind.run_files(manifest, test).values():
                 write(target / "run" / f"{test.target_stem}.sql", text)

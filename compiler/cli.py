@@ -273,7 +273,7 @@ def _run(manifest, selected, settings, store, threads, **flags) -> None:
     from .run import EXIT_INTERRUPTED, RunOptions, run_hooks, run_models
     from .spark import LazySession, spark_session
 
-    write_artifacts(manifest, [n for n in selected if n in manifest.models])
+    write_artifacts(manifest, selected)  # the tests' files too: target/run/ holds what runs
     started = time.monotonic()
     models = {m for n in selected for m in ([n] if n in manifest.models else manifest.tests[n].depends_on)}
     delta = any(manifest.models[name].table_format == "delta" for name in models)

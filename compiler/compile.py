@@ -89,7 +89,7 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
     problems.raise_if_any()
     manifest = Manifest(project, defaults.name, defaults.spark.database, sources, models, graph, warnings, cache)
     _infer_columns(manifest)
-    manifest.tests = compile_tests(project, renderer, models, sources or {}, docs)
+    manifest.tests = compile_tests(project, renderer, models, sources or {}, docs, templates)
     manifest.hooks = {which: [renderer.render_string(sql) for sql in statements] for which, statements in
                       (("on-run-start", project.on_run_start), ("on-run-end", project.on_run_end)) if statements}
     manifest.warnings += check_mvs(manifest)

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 _CRITERION = re.compile(
     r"^(?P<at>@)?(?:(?P<up_depth>\d*)(?P<up>\+))?(?:(?P<method>[a-z_]+):)?(?P<value>[^+@,:\s]+?)(?:(?P<down>\+)(?P<down_depth>\d*))?$"
 )
-METHODS = ("name", "tag", "path", "kind", "source", "state")
+METHODS = ("name", "tag", "path", "kind", "source", "state", "test_type")
+#: dbt's test_type: values → the tests they select
+TEST_TYPES = {"unit": {"unit"}, "data": {"generic", "singular"}, "generic": {"generic"}, "singular": {"singular"}}
 STATES = ("modified", "new")
 
 
@@ -107,7 +109,8 @@ def select_with_tests(manifest: "Manifest", select: Iterable[str] = (), exclude:
     """
     graph = manifest.graph.copy()
     for name, test in manifest.tests.items():
-        graph.add_node(test_id(name), kind="test", tags=test.config.tags, path=test.path)
+        test_type = "unit" if test.declaration.test_type == "unit" else "singular" if test.declaration.is_singular else "generic"
+        graph.add_node(test_id(name), kind="test", tags=test.config.tags, path=test.path, test_type=test_type)
         graph.add_edges_from((model_id(parent), test_id(name)) for parent in test.depends_on)
     select, exclude = _split(select), _split(exclude)
     chosen = _union(graph, select, "--select") if select else {n for n in graph if _runnable(n)}
@@ -144,7 +147,7 @@ def _with_owned(graph: nx.DiGraph, chosen: set[str]) -> set[str]:
 
 def _expand(graph: nx.DiGraph, criterion: Criterion, strict: bool) -> set[str]:
     nodes = _match(graph, criterion)
-    typo = criterion.method not in ("kind", "state") and not any(ch in criterion.value for ch in "*?[")
+    typo = criterion.method not in ("kind", "state", "test_type") and not any(ch in criterion.value for ch in "*?[")
     if not nodes and strict and typo:
         raise SelectionError(_no_match(graph, criterion))
     result = set(nodes)
@@ -210,6 +213,11 @@ def _match(graph: nx.DiGraph, criterion: Criterion) -> set[str]:
         return {n for n in graph if data[n].get("kind") == value}
     if method == "source":
         return {n for n in graph if n.startswith("source.") and fnmatch.fnmatchcase(node_name(n), value)}
+    if method == "test_type":
+        if value not in TEST_TYPES:
+            raise SelectionError(Problem(f"unknown test type '{value}' in 'test_type:{value}'", code="bad-selection",
+                                         hint="test types: " + ", ".join(TEST_TYPES)))
+        return {n for n in graph if data[n].get("test_type") in TEST_TYPES[value]}
     if method == "state":
         return _state(graph, value)
     prefix = value.rstrip("/")

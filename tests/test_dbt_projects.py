@@ -109,9 +109,12 @@ def dbt_side(tmp_path_factory) -> dict:
 
 
 def dbt_verdicts(path: Path) -> dict[str, tuple[str, int]]:
-    """Test name → (status, failures) from dbt's run_results.json (unique_id: test.<project>.<name>[.<hash>])."""
+    """Test name → (status, failures) from dbt's run_results.json (unique_id: test.<project>.<name>[.<hash>],
+    unit_test.<project>.<model>.<name>)."""
     results = json.loads(path.read_text())["results"]
-    return {r["unique_id"].split(".")[2]: (r["status"], r["failures"]) for r in results if r["unique_id"].startswith("test.")}
+    verdicts = {r["unique_id"].split(".")[2]: (r["status"], r["failures"]) for r in results if r["unique_id"].startswith("test.")}
+    return verdicts | {r["unique_id"].split(".")[3]: (r["status"], r["failures"] or 0)
+                       for r in results if r["unique_id"].startswith("unit_test.")}
 
 
 def mvflow_verdicts(path: Path) -> dict[str, tuple[str, int]]:
@@ -172,7 +175,8 @@ def test_a_dbt_project_gives_dbts_tables_and_verdicts(spark, tmp_path, dbt_side,
         assert {names[r["source"]]: r["status"] for r in ours} == dbt_side["freshness"] == {"raw.orders": "pass"}
         assert code == dbt_side["freshness_exit"] == 0
 
-        assert verdicts == dbt_side["verdicts"] and len(verdicts[0]) == 19
+        assert verdicts == dbt_side["verdicts"] and len(verdicts[0]) == 20
+        assert verdicts[0]["customer_orders_counts_and_sums"] == ("pass", 0)  # a unit test
         assert verdicts[0]["relationships_stg_orders_customer_id__customer_id__ref_stg_customers_"] == ("warn", 1)
         ours, theirs = relations(spark), dbt_side["relations"]
         assert set(ours) == set(theirs)
@@ -283,11 +287,9 @@ def test_unsupported_dbt_features_are_one_warning_each(tmp_path, capsys):
     project = tmp_path / "project"
     shutil.copytree(FIXTURE, project)
     (project / "models" / "py_model.py").write_text("def model(dbt, session):\n    return None\n")
-    (project / "models" / "marts" / "units.yml").write_text("unit_tests:\n  - name: t\n    model: customer_orders\n")
     main(["--project-dir", str(project), "compile"])
     err = capsys.readouterr().err
     assert "warning: models/py_model.py:1: [dbt-unsupported] Python models are not supported" in err
-    assert "warning: models/marts/units.yml:1: [dbt-unsupported] 'unit_tests' is not supported by mvflow: ignored" in err
 
 
 def test_dbts_other_yaml_keys_are_accepted_as_dbt_accepts_them(tmp_path, capsys):
@@ -393,7 +395,7 @@ def test_generate_schema_name_is_given_the_node_dbt_gives_it(tmp_path):
     assert dev.models["customer_orders"].relation == "shop_dev.customer_orders"
     assert ci.models["customer_orders"].relation == "marts_customer_orders_marts.customer_orders"
     assert ci.models["stg_orders"].relation == "shop_ci.stg_orders"
-    assert {t.config.schema for t in dev.tests.values()} == {"shop_dev_tests"}
+    assert {t.config.schema for t in dev.tests.values() if t.declaration.test_type != "unit"} == {"shop_dev_tests"}
 
 
 def test_the_dbt_commands_a_dbt_user_types_work_or_say_what_to_use(tmp_path, capsys):
@@ -402,7 +404,7 @@ def test_the_dbt_commands_a_dbt_user_types_work_or_say_what_to_use(tmp_path, cap
     settings = project / "dbt_project.yml"
     settings.write_text(settings.read_text() + "clean-targets: [target, dbt_packages]\n")
     assert _exit_code(lambda: main(["--project-dir", str(project), "parse"])) == 0
-    assert "parsed 14 models, 18 tests, 2 sources" in capsys.readouterr().out and not (project / "target").exists()
+    assert "parsed 14 models, 19 tests, 2 sources" in capsys.readouterr().out and not (project / "target").exists()
     main(["--project-dir", str(project), "ls"])
     listed = capsys.readouterr().out
     main(["--project-dir", str(project), "list"])

@@ -18,6 +18,7 @@ from ..paths import MAX_NAME, name_problem
 from . import scope
 from .declare import TestConfig, TestDeclaration, declared_tests, test_config
 from .execute import TEST_KIND, TestKind
+from .unit import unit_tests
 
 if TYPE_CHECKING:
     from ..manifest import Manifest, Model
@@ -86,8 +87,9 @@ def place_scopes(manifest: "Manifest") -> None:
 
 
 def compile_tests(project: "Project", renderer: "Renderer", models: Mapping[str, "Model"], sources: Mapping[str, "Source"],
-                  docs: Mapping[str, "LineDict"]) -> dict[str, DataTest]:
-    """Every enabled test of the project; problems are raised together."""
+                  docs: Mapping[str, "LineDict"], templates: Mapping[str, Any] | None = None) -> dict[str, DataTest]:
+    """Every enabled test of the project (a dbt project's unit tests too: ``unit.py``, which render
+    the models' ``templates``); problems are raised together."""
     problems = ProblemList()
     declared = [declared_tests(entry, entry.path, name) for name, entry in docs.items() if name in models]
     declared += [declared_tests(s.tests, s.path, s.id, tuple(s.ref_name.split(".", 1)))
@@ -101,6 +103,12 @@ def compile_tests(project: "Project", renderer: "Renderer", models: Mapping[str,
         compiler.add(tests, compiler.generic(declaration), problems)
     for path in project.singular_test_files():
         compiler.add(tests, compiler.singular(path), problems)
+    if project.dialect == "dbt" and templates is not None:
+        found, bad = unit_tests(project, renderer, models, sources, templates)
+        for test in found:
+            compiler.add(tests, test, problems)
+        for problem in bad:
+            problems.add(problem)
     problems.raise_if_any()
     return dict(sorted(tests.items()))
 
