@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-from collections import ChainMap
 import re
 import sys
 import traceback
@@ -25,7 +24,7 @@ from jinja2.loaders import split_template_path
 from .errors import CompileError, Problem, ProjectError
 from .files import MAX_MODEL_BYTES, read_text
 from .dbt.context import ReturningMacro, TargetContext, dbt_globals
-from .dbt.macros import INSTALL_HINT, Namespace, library_files
+from .dbt.macros import INSTALL_HINT, Namespace, library_code, library_files
 from .dbt.packages import installed
 from .dbt.docs import load_docs
 from .project import Project, Target, env_var
@@ -61,8 +60,6 @@ class _RenderFailure(Exception):
 Resolver = Callable[[str, int], str]
 BUILTIN_TESTS = Path(__file__).parent / "data_tests" / "generic.sql"
 #: a test argument evaluated as an expression (dbt's rule): ``to: ref('customers')``
-#: dbt's macro library compiled once per process: every renderer's environment generates the same code
-_LIBRARY_CODE: dict[Path, Any] = {}
 _LOOKS_LIKE_CALL = re.compile(r"^\s*(env_var|ref|var|source|doc)\s*\(.+\)\s*$", re.S)
 
 
@@ -99,7 +96,6 @@ class Renderer:
             doc=load_docs(project),
         )
         self.namespaces: dict[str, dict[str, Any]] = {}  # a dbt project: package name → its macros (dispatch's search)
-        self.package_vars: dict[str, Any] = {}  # defaults from the packages' dbt_project.yml
         if project.dialect == "dbt":
             self.env.macro_class = ReturningMacro
             self.env.globals.update(dbt_globals(self.env, project.flags, self._dispatch_search))
@@ -143,8 +139,6 @@ class Renderer:
     def _var(self, name: str, default: Any = None) -> Any:
         if name in self.project.vars:
             return self.project.vars[name]
-        if name in self.package_vars:
-            return self.package_vars[name]
         if default is not None:
             return default
         close = difflib.get_close_matches(name, list(self.project.vars), n=1)
@@ -276,20 +270,21 @@ class Renderer:
         """dbt's macro library (``compiler.dbt.macros``), under the project's own macros."""
         macros: dict[str, Any] = {}
         for path in library_files():
-            template = self.env.template_class.from_code(self.env, self._library_code(path), self.env.globals)
+            template = self.env.template_class.from_code(self.env, library_code(self.env, path), self.env.globals)
             module = template.make_module(vars=self.env.globals, shared=True)
             macros.update({name: getattr(module, name) for name in dir(module) if not name.startswith("_")})
         return macros
 
     def _load_packages(self) -> None:
         """The installed dbt packages (``compiler.dbt.packages``): each one's macros and generic
-        tests under its name (``dbt_utils.star``), calling each other by their bare names."""
+        tests under its name only (``dbt_utils.star``), as dbt offers them to the project's models:
+        a package's macro calls another by its name too (``dbt_utils.x``), and the package's
+        ``vars`` are its own models' (which mvflow does not build)."""
         for package in installed(self.project):
             macros: dict[str, Any] = {}
-            scope = ChainMap(macros, self.env.globals)  # the package's own names first, as in dbt
             for path in package.macro_files():
                 try:
-                    module = self.template(path).make_module(vars=scope, shared=True)
+                    module = self.template(path).make_module(vars=self.env.globals, shared=True)
                 except CompileError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - a package's template failure, at its file and line
@@ -297,7 +292,6 @@ class Renderer:
                 macros.update({name: getattr(module, name) for name in dir(module) if not name.startswith("_")})
             self.namespaces[package.name] = macros
             self.env.globals[package.name] = Namespace(package.name, macros)
-            self.package_vars = {**package.vars, **self.package_vars}
 
     def _dispatch_search(self, namespace: str | None) -> list[Mapping[str, Any]]:
         """Where ``adapter.dispatch(name, namespace)`` looks, in order (dbt's rule): the project's
@@ -309,19 +303,6 @@ class Renderer:
         if namespace and namespace not in ("dbt", self.project.name) and namespace in self.namespaces:
             return [self.namespaces.get(self.project.name, {}), self.namespaces[namespace]]
         return [self.env.globals]
-
-    def _library_code(self, path: Path) -> Any:
-        """A library file's compiled template: once per process, and from the compile cache's
-        Jinja bytecode when there is one (compiling the library takes ~0.2 s)."""
-        if path not in _LIBRARY_CODE:
-            source = path.read_text(encoding="utf-8")
-            cache = self.env.bytecode_cache
-            bucket = cache.get_bucket(self.env, path.name, str(path), source) if cache is not None else None
-            if bucket is not None and bucket.code is None:
-                bucket.code = self.env.compile(source, path.name, str(path))
-                cache.set_bucket(bucket)
-            _LIBRARY_CODE[path] = bucket.code if bucket is not None else self.env.compile(source, path.name, str(path))
-        return _LIBRARY_CODE[path]
 
     def _load_macros(self) -> dict[str, Any]:
         """The project's macros (and generic tests) over the built-in generic tests, which a

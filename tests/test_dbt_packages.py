@@ -1,6 +1,6 @@
 """dbt packages (``compiler/dbt/packages.py``): ``mvflow deps`` installs a local package and a git
 one (from a repository made here) with a lock file; their macros are called under their names,
-dispatch as dbt orders it, their generic tests and var defaults are read. The slow tier compares a
+dispatch as dbt orders it, their generic tests are read. The slow tier compares a
 project using the git package with dbt itself (tests/test_dbt_projects.py)."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _deps(project: Path, capsys) -> tuple[int, str]:
     return code, out + err
 
 
-def test_a_local_package_is_installed_and_its_macros_tests_and_vars_are_read(shop, tmp_path, capsys):
+def test_a_local_package_is_installed_and_its_macros_and_tests_are_read(shop, tmp_path, capsys):
     shutil.copytree(FIXTURES / "shop_utils", tmp_path / "shop_utils")
     with_package(shop, "packages:\n  - local: ../shop_utils\n")
     with pytest.raises(SystemExit):

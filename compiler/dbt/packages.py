@@ -12,8 +12,8 @@ packages a compile reads.
 - ``package: <hub name>``: dbt Hub's packages need hub.getdbt.com; refused with the git form to use.
 
 A compile reads the installed packages (``installed``): their macros and generic tests under the
-package's name (``dbt_utils.generate_surrogate_key``, ``dbt_utils.expression_is_true``) and their
-``vars`` as defaults. A package's models are not built (one warning).
+package's name (``dbt_utils.generate_surrogate_key``, ``dbt_utils.expression_is_true``). A
+package's models are not built (one warning), so its ``vars`` (its models') are not read.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -68,7 +68,6 @@ class Package:
     root: Path
     macro_paths: tuple[str, ...] = ("macros",)
     test_paths: tuple[str, ...] = ("tests",)
-    vars: dict[str, Any] = field(default_factory=dict)
     models: int = 0
 
     def macro_files(self) -> list[Path]:
@@ -137,8 +136,7 @@ def installed(project: "Project") -> list[Package]:
         model_paths = [str(p) for p in data.get("model-paths") or ["models"]]
         models = sum(1 for p in model_paths if (folder / p).is_dir() for _ in (folder / p).rglob("*.sql"))
         found.append(Package(str(data["name"]), folder, tuple(str(p) for p in data.get("macro-paths") or ["macros"]),
-                             tuple(str(p) for p in data.get("test-paths") or ["tests"]),
-                             dict(data.get("vars") or {}) if isinstance(data.get("vars"), dict) else {}, models))
+                             tuple(str(p) for p in data.get("test-paths") or ["tests"]), models))
     return found
 
 
