@@ -24,8 +24,8 @@ from .errors import CompileError, MvflowError, Problem, ProblemList, did_you_mea
 from .files import read_text
 from .graph import build_graph, model_id, source_id
 from .kinds import Kind, KindError, create_kind
-from .dbt.packages import check_installed
 from .dbt.config import HOOKS, RENAMED, translate as translate_dbt_config
+from .dbt.packages import check_installed
 from .kinds.ephemeral import cte_name
 from .kinds.mv.lift import lift_models
 from .kinds.mv.plan import check_mvs
@@ -45,6 +45,7 @@ _DOC_COLUMN_KEYS = {"name", "description", "type", "tags", "tests", "data_tests"
 #: what dbt's schema YAML also holds of a model or seed and of its columns: accepted, not read
 _DBT_MODEL_KEYS = {"meta", "docs", "access", "group", "latest_version", "versions", "deprecation_date", "time_spine"}
 _DBT_COLUMN_KEYS = {"data_type", "meta", "quote", "granularity", "policy_tags", "docs"}
+
 
 def compile_project(project: Project, target: str | None = None, cache: CompileCache | None = None) -> Manifest:
     """Compile every model of ``project`` for ``target`` (database defaults come from it).

@@ -85,6 +85,7 @@ def test_unit_tests_run_on_given_rows_without_building_anything(spark, shop, cap
         for schema in ("shop_dev", "shop_dev_marts", "shop_dev_raw", "shop_dev_dbt_test__audit"):
             spark.sql(f"DROP DATABASE IF EXISTS {schema} CASCADE")
     assert exit_.value.code == 1 and "Traceback" not in out
+    assert "Got 1 result, configured to fail if != 0: actual only {payment_id: 1, amount: 2.0}" in out, out
     results = {r["name"]: (r["status"], r["failures"])
                for r in json.loads((shop / "target" / "run_results.json").read_text())["results"] if r["kind"] == "test"}
     assert results == {"customer_orders_counts_and_sums": ("pass", 0), "payments_over_the_min_amount": ("pass", 0),

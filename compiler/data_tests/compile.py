@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from ..errors import CompileError, Problem, ProblemList, did_you_mean
 from ..parse import parse_select
-from ..render import Node
 from ..paths import MAX_NAME, name_problem
+from ..render import Node
 from . import scope
 from .declare import TestConfig, TestDeclaration, declared_tests, test_config
 from .execute import TEST_KIND, TestKind

@@ -88,8 +88,26 @@ def run_test(spark: "SparkSession", manifest: "Manifest", test: "DataTest", stor
         row = spark.sql(query, args={k: v for k, v in params.items() if f":{k}" in query} or None).collect()[0]
         result.failures = int(row["failures"] or 0)
         result.status, result.message = verdict(result.failures, bool(row["should_warn"]), bool(row["should_error"]), test.config)
+        if result.failures and test.declaration.test_type == "unit":  # which rows differ: one more job, on a failure only
+            result.message += ": " + differences(spark.sql(f"SELECT * FROM (\n{test.sql}) AS diff LIMIT {SHOWN}").collect())
 
     return timed(test, check)
+
+
+SHOWN = 5  # differing rows a failed unit test shows
+
+
+def differences(rows: list) -> str:
+    """A unit test's differing rows, as its failure message shows them.
+
+    >>> differences([{"diff": "actual only", "id": "1", "n": "2"}, {"diff": "expected only", "id": "1", "n": None}])
+    'actual only {id: 1, n: 2}; expected only {id: 1, n: null}'
+    """
+    shown = []
+    for row in rows:
+        values = {k: v for k, v in (row.asDict() if hasattr(row, "asDict") else row).items() if k != "diff"}
+        shown.append(f"{row['diff']} {{" + ", ".join(f"{k}: {'null' if v is None else v}" for k, v in values.items()) + "}")
+    return "; ".join(shown)
 
 
 def _scope_parameters(manifest: "Manifest", test: "DataTest", store: "StateStore | None") -> dict:
