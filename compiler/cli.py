@@ -165,16 +165,6 @@ def debug_command(obj: _Context, target) -> None:
         click.echo(line)
 
 
-def _not_here(name: str) -> None:
-    @cli.command(name=name, context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
-                 help=f"dbt's `{name}`: says what to use in mvflow instead.", add_help_option=False)
-    def command() -> None:
-        from .dbt.commands import instead
-
-        click.echo(f"error: {instead(name)}", err=True)
-        sys.exit(EXIT_USER_ERROR)
-
-
 @cli.command()
 @click.pass_obj
 def deps(obj: _Context) -> None:
@@ -186,6 +176,16 @@ def deps(obj: _Context) -> None:
         raise ProjectError(Problem("mvflow deps installs a dbt project's packages: this project has no dbt_project.yml",
                                    project.settings_file, code="not-dbt", hint="mvflow's own projects have no packages"))
     install(project, echo=click.echo)
+
+
+def _not_here(name: str) -> None:
+    @cli.command(name=name, context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+                 help=f"dbt's `{name}`: says what to use in mvflow instead.", add_help_option=False)
+    def command() -> None:
+        from .dbt.commands import instead
+
+        click.echo(f"error: {instead(name)}", err=True)
+        sys.exit(EXIT_USER_ERROR)
 
 
 for _name in ("snapshot", "retry", "run-operation"):

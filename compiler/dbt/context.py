@@ -73,14 +73,12 @@ def dbt_globals(env: jinja2.Environment, flags: Mapping[str, Any] | None = None,
     """The names a dbt project's templates see besides mvflow's; ``flags``: dbt_project.yml's
     ``flags:``; ``search``: the macro tables ``adapter.dispatch`` looks in for a namespace, in order
     (default: every name the templates see)."""
-    def dispatch(name: str, macro_namespace: str | None = None, packages: Any = None) -> Any:
+    def dispatch(name: str, macro_namespace: str | None = None, packages: Any = None) -> Any:  # packages: dbt's, deprecated
         tables = search(macro_namespace) if search is not None else [env.globals]
         for table in tables:
             for candidate in (f"spark__{name}", f"default__{name}"):
                 if candidate in table:
                     return table[candidate]
-        if name in env.globals:
-            return env.globals[name]
         where = f" in {macro_namespace}" if macro_namespace else ""
         raise jinja2.UndefinedError(f"adapter.dispatch('{name}'): no macro spark__{name} or default__{name}{where}")
 

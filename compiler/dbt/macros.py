@@ -94,9 +94,6 @@ class Namespace:
         raise MacroMissing(f"{self._name}.{macro}: {self._name} has no macro '{macro}'",
                            f"macros of {self._name} start with: " + ", ".join(sorted(m for m in self._macros if not m.startswith(("default__", "spark__")))[:12]) + " …")
 
-    def __contains__(self, macro: str) -> bool:
-        return macro in self._macros
-
 
 @dataclass(frozen=True)
 class Flag:

@@ -52,7 +52,7 @@ class Spec:
     subdirectory: str = ""
 
     def lock_entry(self, name: str, commit: str = "") -> dict[str, str]:
-        entry = {self.kind if self.kind != "hub" else "package": self.location, "name": name}
+        entry = {self.kind: self.location, "name": name}  # local or git: a hub package is refused
         if commit:
             entry["revision"] = commit
         if self.subdirectory:
