@@ -4,8 +4,8 @@ verdict (status and failures), after a first `seed && run && test` and again aft
 grew (incremental models then take their incremental path).
 
 dbt runs in bench's own venv (``bench/peers.py``; CI installs it the first time, a few minutes),
-in its own processes with its own warehouse and metastore; a small script in that venv dumps its
-relations as JSON. The project is ``tests/fixtures/dbt_shop`` (seeds, sources, views, tables, one
+in one process of its own (``tests/dbt_session.py``: every command through dbt's programmatic entry
+point, one SparkSession) with its own warehouse and metastore, which then dumps its relations as JSON. The project is ``tests/fixtures/dbt_shop`` (seeds, sources, views, tables, one
 of them in jaffle_shop's `customers` shape, ephemeral and incremental models with
 append/insert_overwrite/merge, hooks, generic, custom and singular tests, store_failures, docs
 blocks, dbt's cross-database macros), with a git package (tests/shop_packages.py) whose macro keys
@@ -36,25 +36,6 @@ FIXTURE = Path(__file__).parent / "fixtures" / "dbt_shop"
 SCHEMAS = ("shop_dev", "shop_dev_raw", "shop_dev_marts", "shop_dev_dbt_test__audit")
 NEW_ORDER = "8,2,2024-03-20,placed\n"
 
-DUMP = textwrap.dedent("""
-    import json, sys
-    from pyspark.sql import SparkSession
-    conf, schemas, out = json.loads(sys.argv[1]), sys.argv[2].split(","), sys.argv[3]
-    builder = SparkSession.builder.master("local[2]")
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.enableHiveSupport().getOrCreate()
-    dump = {}
-    for schema in schemas:
-        if not spark.catalog.databaseExists(schema):
-            continue
-        for table in spark.catalog.listTables(schema):
-            frame = spark.table(f"{schema}.{table.name}")
-            dump[f"{schema}.{table.name}"] = {"columns": frame.columns,
-                                              "rows": [[None if v is None else str(v) for v in r] for r in frame.collect()]}
-    json.dump(dump, open(out, "w"))
-""")
-
 
 def dbt_conf(work: Path) -> dict[str, str]:
     from compiler.delta_jars import delta_jars, delta_session_conf
@@ -80,38 +61,30 @@ def dbt_side(tmp_path_factory) -> dict:
     output = {"type": "spark", "method": "session", "host": "NA", "schema": "shop_dev", "server_side_parameters": conf}
     (profiles / "profiles.yml").write_text(json.dumps({"shop": {"target": "dev", "outputs": {"dev": output}}}))
 
-    def dbt_command(*args: str) -> None:
-        done = subprocess.run([str(dbt), *args, "--profiles-dir", str(profiles), "--project-dir", str(project)],
-                              cwd=work, capture_output=True, text=True)
-        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-
-    verdicts = []
-    dbt_command("deps")
+    target = project / "target"
+    steps = [{"dbt": ["deps"], "must_pass": True}]
     for grow in (False, True):
         if grow:
-            with (project / "data" / "raw_orders.csv").open("a") as handle:
-                handle.write(NEW_ORDER)
-        for command in ("seed", "run"):
-            dbt_command(command)
-        subprocess.run([str(dbt), "test", "--profiles-dir", str(profiles), "--project-dir", str(project)], cwd=work,
-                       capture_output=True, text=True)
-        verdicts.append(dbt_verdicts(project / "target" / "run_results.json"))
-    freshness = subprocess.run([str(dbt), "source", "freshness", "--profiles-dir", str(profiles), "--project-dir", str(project)],
-                               cwd=work, capture_output=True, text=True)
-    sources = json.loads((project / "target" / "sources.json").read_text())["results"]
-    out = work / "dump.json"
-    python = dbt.parent / "python"
-    done = subprocess.run([str(python), "-c", DUMP, json.dumps(conf), ",".join(SCHEMAS), str(out)], cwd=work,
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return {"verdicts": verdicts, "relations": json.loads(out.read_text()), "freshness_exit": freshness.returncode,
-            "freshness": {r["unique_id"].split(".", 2)[2]: r["status"] for r in sources}}
+            steps.append({"append": str(project / "data" / "raw_orders.csv"), "text": NEW_ORDER})
+        steps += [{"dbt": ["seed"], "must_pass": True}, {"dbt": ["run"], "must_pass": True},
+                  {"dbt": ["test"], "results": f"test{int(grow)}", "file": str(target / "run_results.json")}]
+    steps.append({"dbt": ["source", "freshness"], "results": "freshness", "file": str(target / "sources.json")})
+    plan, out = work / "plan.json", work / "out.json"
+    plan.write_text(json.dumps({"flags": ["--profiles-dir", str(profiles), "--project-dir", str(project)],
+                                "conf": conf, "schemas": SCHEMAS, "steps": steps}))
+    done = subprocess.run([str(dbt.parent / "python"), str(Path(__file__).parent / "dbt_session.py"), str(plan), str(out)],
+                          cwd=work, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+    side = json.loads(out.read_text())
+    return {"verdicts": [dbt_verdicts(side["test0"]), dbt_verdicts(side["test1"])], "relations": side["relations"],
+            "freshness_exit": side["exits"][-1],
+            "freshness": {r["unique_id"].split(".", 2)[2]: r["status"] for r in side["freshness"]["results"]}}
 
 
-def dbt_verdicts(path: Path) -> dict[str, tuple[str, int]]:
+def dbt_verdicts(run_results: dict) -> dict[str, tuple[str, int]]:
     """Test name → (status, failures) from dbt's run_results.json (unique_id: test.<project>.<name>[.<hash>],
     unit_test.<project>.<model>.<name>)."""
-    results = json.loads(path.read_text())["results"]
+    results = run_results["results"]
     verdicts = {r["unique_id"].split(".")[2]: (r["status"], r["failures"]) for r in results if r["unique_id"].startswith("test.")}
     return verdicts | {r["unique_id"].split(".")[3]: (r["status"], r["failures"] or 0)
                        for r in results if r["unique_id"].startswith("unit_test.")}
