@@ -55,13 +55,17 @@ class _Context:
         project = load_project(self.project_dir, self.profiles_dir)
         return replace(project, vars={**project.vars, **_parse_vars(self.variables)}) if self.variables else project
 
-    def manifest(self, target: str | None):
+    def manifest(self, target: str | None, select: tuple[str, ...] | None = None, exclude: tuple[str, ...] = ()):
+        """The compiled project; with ``select``/``exclude`` (a run's), a model outside them whose SQL
+        does not compile is set aside with a warning (``compile_project``'s ``needs``)."""
         from .cache import CompileCache
         from .compile import compile_project
+        from .select import needed
 
         project = self.project()
         self.cache = CompileCache.for_project(project.root)
-        manifest = compile_project(project, target, self.cache)
+        needs = needed(select, exclude) if select is not None else None
+        manifest = compile_project(project, target, self.cache, needs)
         for warning in manifest.warnings:
             click.echo(f"warning: {warning.format()}", err=True)
         manifest.graph.graph["state"] = lambda which: _catalog_state(manifest, which)  # --select state:modified
@@ -202,7 +206,7 @@ def run(obj: _Context, select, exclude, target, threads, **flags) -> None:
     """Compile, then build the selected models on Spark in dependency order."""
     from .select import select as choose
 
-    manifest = obj.manifest(target)
+    manifest = obj.manifest(target, select, exclude)
     selected = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name not in ("seed", "ephemeral")]
     _locked_run(manifest, target, selected, threads, **flags)
 
@@ -217,7 +221,7 @@ def seed(obj: _Context, select, exclude, target, threads) -> None:
     """Load the selected seeds (seeds/**/*.csv) into their tables, replacing what they held."""
     from .select import select as choose
 
-    manifest = obj.manifest(target)
+    manifest = obj.manifest(target, select or ("kind:seed",), exclude)
     selected = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name == "seed"]
     _locked_run(manifest, target, selected, threads)
 
@@ -232,7 +236,7 @@ def test_command(obj: _Context, select, exclude, target, threads) -> None:
     """Run the data tests of the selected models (and tests selected by name, tag or path)."""
     from .select import select_with_tests
 
-    manifest = obj.manifest(target)
+    manifest = obj.manifest(target, select, exclude)
     selected = [n for n in select_with_tests(manifest, select, exclude) if n in manifest.tests]
     _locked_run(manifest, target, selected, threads)
 
@@ -247,7 +251,7 @@ def build(obj: _Context, select, exclude, target, threads, **flags) -> None:
     """Seeds, models and their tests in DAG order; a failing test skips what is downstream of its model."""
     from .select import select_with_tests
 
-    manifest = obj.manifest(target)
+    manifest = obj.manifest(target, select, exclude)
     selected = [n for n in select_with_tests(manifest, select, exclude)
                 if n in manifest.tests or manifest.models[n].kind.name != "ephemeral"]
     _locked_run(manifest, target, selected, threads, **flags)

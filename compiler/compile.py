@@ -22,7 +22,7 @@ from .declared_keys import constraint_key
 from .depth import too_deep
 from .errors import CompileError, MvflowError, Problem, ProblemList, did_you_mean
 from .files import read_text
-from .graph import build_graph, model_id, source_id
+from .graph import build_graph, is_model, model_id, node_name, source_id
 from .kinds import Kind, KindError, create_kind
 from .dbt.config import HOOKS, RENAMED, translate as translate_dbt_config
 from .dbt.packages import check_installed
@@ -47,12 +47,16 @@ _DBT_MODEL_KEYS = {"meta", "docs", "access", "group", "latest_version", "version
 _DBT_COLUMN_KEYS = {"data_type", "meta", "quote", "granularity", "policy_tags", "docs"}
 
 
-def compile_project(project: Project, target: str | None = None, cache: CompileCache | None = None) -> Manifest:
+def compile_project(project: Project, target: str | None = None, cache: CompileCache | None = None,
+                    needs: Callable[[nx.DiGraph], set[str] | None] | None = None) -> Manifest:
     """Compile every model of ``project`` for ``target`` (database defaults come from it).
 
     Problems are collected across all files and raised together, so one run shows them all.
     With a ``cache`` (see cache.py), results of earlier compiles are reused where their inputs
-    are unchanged; the manifest is the same either way.
+    are unchanged; the manifest is the same either way. ``needs`` (the DAG → the models a command
+    runs, see ``select.needed``) narrows what must compile as dbt does: a model outside them and
+    their ancestors whose SQL does not compile is set aside with a warning, with what is downstream
+    of it; errors of reading the project (YAML, Jinja, refs) still stop the compile.
     """
     defaults = project.target(target)
     problems = ProblemList()
@@ -79,23 +83,74 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
         warnings += unsupported(project)
     _check_relations(models, sources or {}, problems)
     graph = _graph(models, sources, unusable, problems)
+    aside = SetAside(_needed(needs, graph, problems))
     _render_final(models, templates, renderer, sources or {}, problems)
     warnings += _parse_models(models, sources or {}, problems, cache)
-    problems.raise_if_any()
+    aside.settle(problems, models, graph)
     for problem in lift_models(models, {m.relation for m in models.values()} | {s.lower() for s in sources or {}}):
         problems.add(problem)
     if any(m.owner for m in models.values()):  # aggregates lifted into mvs of their own: nodes of the DAG
         models = dict(sorted(models.items()))
         graph = _graph(models, sources, unusable, problems)
-    problems.raise_if_any()
+    aside.settle(problems, models, graph)
     manifest = Manifest(project, defaults.name, defaults.spark.database, sources, models, graph, warnings, cache)
-    _infer_columns(manifest)
-    manifest.tests = compile_tests(project, renderer, models, sources or {}, docs, templates)
+    _infer_columns(manifest, problems)
+    aside.settle(problems, models, graph)
+    manifest.warnings += aside.warnings()
+    manifest.tests = compile_tests(project, renderer, models, sources or {}, docs, templates, set(aside.models))
     manifest.hooks = {which: [renderer.render_string(sql) for sql in statements] for which, statements in
                       (("on-run-start", project.on_run_start), ("on-run-end", project.on_run_end)) if statements}
     manifest.warnings += check_mvs(manifest)
     place_scopes(manifest)
     return manifest
+
+
+def _needed(needs: Callable[[nx.DiGraph], set[str] | None] | None, graph: nx.DiGraph | None,
+            problems: ProblemList) -> set[str] | None:
+    """The models that must compile, or None for all (always when reading the project found problems)."""
+    return needs(graph) if needs is not None and graph is not None and not problems.problems else None
+
+
+class SetAside:
+    """Models left out of a narrowed compile because their SQL does not compile and the command
+    does not need them, with what is downstream of them (and the aggregates lifted out of them)."""
+
+    def __init__(self, needed: set[str] | None):
+        self.needed = needed  # None: every model is (or the project did not read without problems)
+        self.models: dict[str, Problem] = {}  # name → why, at the model's file
+
+    def settle(self, problems: ProblemList, models: dict[str, Model], graph: nx.DiGraph) -> None:
+        """Set aside the models the ``problems`` are in, if none of them is needed; else raise them all."""
+        files: dict[str | None, set[str]] = {}
+        for model in models.values():
+            files.setdefault(model.path, set()).add(model.name)
+        culprits = [files.get(p.path, set()) for p in problems.problems]
+        if self.needed is None or not all(culprits) or any(names & self.needed for names in culprits):
+            problems.raise_if_any()
+            return
+        for problem, names in zip(problems.problems, culprits):
+            for name in sorted(names):
+                self._drop(name, problem, models, graph)
+        problems.problems.clear()
+
+    def _drop(self, name: str, why: Problem, models: dict[str, Model], graph: nx.DiGraph) -> None:
+        if models.pop(name, None) is None:
+            return
+        self.models[name] = why
+        node = model_id(name)
+        readers = [node_name(n) for n in graph.successors(node) if is_model(n)] if graph.has_node(node) else []
+        if graph.has_node(node):
+            graph.remove_node(node)
+        for other in readers:
+            if other in models:
+                self._drop(other, Problem(f"it reads '{name}', which is not compiled", models[other].path), models, graph)
+        for other in [m for m in models.values() if m.owner == name]:
+            self._drop(other.name, Problem(f"it is lifted out of '{name}', which is not compiled", other.path), models, graph)
+
+    def warnings(self) -> list[Problem]:
+        return [Problem(f"model '{name}' is not compiled: {why.message}", why.path, why.line, code="set-aside",
+                        hint="it is not selected: the command goes on without it")
+                for name, why in sorted(self.models.items())]
 
 
 def _attempt(problems: ProblemList, step, *args):
@@ -572,13 +627,12 @@ def _parse_into(model: Model, results: dict[str, tuple], errors: dict[str, Compi
         errors[model.name] = CompileError(too_deep(model.path))
 
 
-def _infer_columns(manifest: Manifest) -> None:
+def _infer_columns(manifest: Manifest, problems: ProblemList) -> None:
     """Output columns of every model in DAG order (``*`` expanded where inputs are known).
 
     Two output columns with one name (Spark compares names case-insensitively) are an error:
     Spark would refuse to create the view or table.
     """
-    problems = ProblemList()
     schema = manifest.schema()
     index = manifest.table_index()
     for name in manifest.order():
@@ -592,7 +646,6 @@ def _infer_columns(manifest: Manifest) -> None:
                                      hint="give one of them another alias (AS ...)", code="duplicate-column"))
             _check_column_docs(model, manifest.warnings.append if manifest.project.dialect == "dbt" else problems.add)
             _check_cluster_by(model, problems)
-    problems.raise_if_any()
 
 
 def _stored_columns(model: Model, select_columns: list[str] | None, problems: ProblemList) -> list[str] | None:

@@ -15,7 +15,7 @@ import difflib
 import fnmatch
 import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import networkx as nx
 
@@ -100,6 +100,26 @@ def select(graph: nx.DiGraph, select: Iterable[str] = (), exclude: Iterable[str]
     chosen -= _union(graph, exclude, "--exclude")
     order = nx.lexicographical_topological_sort(graph)
     return [node_name(n) for n in order if n in chosen and is_model(n)]
+
+
+def needed(select_terms: Iterable[str] = (), exclude_terms: Iterable[str] = ()) -> Callable[[nx.DiGraph], set[str] | None]:
+    """What a run of this selection needs compiled (``compile_project``'s ``needs``): the selected
+    models and their ancestors; None, all of them, when the selection is not one of models alone (a
+    test's name, ``state:``) or selects everything.
+
+    >>> g = nx.DiGraph([("model.a", "model.b"), ("model.b", "model.c"), ("model.x", "model.c")])
+    >>> sorted(needed(["b"])(g)), sorted(needed(exclude_terms=["c"])(g)), needed()(g)
+    (['a', 'b'], ['a', 'b', 'x'], None)
+    """
+    def needs(graph: nx.DiGraph) -> set[str] | None:
+        if not _split(select_terms) and not _split(exclude_terms):
+            return None
+        try:
+            chosen = select(graph, select_terms, exclude_terms)
+        except SelectionError:
+            return None
+        return {node_name(n) for name in chosen for n in nx.ancestors(graph, model_id(name)) if is_model(n)} | set(chosen)
+    return needs
 
 
 def select_with_tests(manifest: "Manifest", select: Iterable[str] = (), exclude: Iterable[str] = ()) -> list[str]:

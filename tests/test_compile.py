@@ -428,3 +428,30 @@ def test_folder_defaults_for_a_missing_folder_are_a_warning(make_project):
     warnings = compiled(project).warnings
     assert [(w.path, w.line, w.code, w.hint) for w in warnings] == \
         [("project.yml", 3, "unused-defaults", "did you mean 'staging'?")]
+
+
+def test_a_narrowed_compile_sets_aside_what_does_not_compile_outside_the_selection(make_project):
+    """``needs`` (a run's selection): models whose SQL does not compile (a parse error, two columns of
+    one name) outside it are left out with what reads them and the tests that read them; inside it,
+    or in an ancestor of it, the compile fails as before."""
+    from compiler.errors import CompileError
+    from compiler.select import needed
+
+    root = make_project({
+        "models/a.sql": "select 1 as id",
+        "models/bad.sql": "select id, from where {{ ref('a') }}",
+        "models/twice.sql": "select id, id as ID from {{ ref('a') }}",
+        "models/after.sql": "select * from {{ ref('bad') }}",
+        "models/a.yml": "models:\n  - name: after\n    columns:\n      - name: id\n        tests: [not_null]\n",
+        "tests/reads_twice.sql": "select * from {{ ref('twice') }} where id is null",
+    })
+    manifest = compile_project(load_project(root), needs=needed(["a"]))
+    assert set(manifest.models) == {"a"} and list(manifest.graph) == ["model.a"]
+    assert manifest.tests == {}
+    warned = {w.message.split(":")[0]: (w.path, w.code) for w in manifest.warnings}
+    assert warned == {"model 'after' is not compiled": ("models/after.sql", "set-aside"),
+                      "model 'bad' is not compiled": ("models/bad.sql", "set-aside"),
+                      "model 'twice' is not compiled": ("models/twice.sql", "set-aside")}, warned
+    for selection in (["after"], ["twice"], None):
+        with pytest.raises(CompileError):
+            compile_project(load_project(root), needs=needed(selection) if selection else None)

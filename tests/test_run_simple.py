@@ -358,6 +358,34 @@ def test_cli_run_exits_1_on_failure_and_writes_run_results(spark, make_project, 
         env.drop()
 
 
+def test_a_model_whose_sql_does_not_compile_blocks_only_runs_that_select_it(spark, make_project, capsys):
+    """As dbt renders only what it runs: broken SQL outside the selection (and what reads it) is set
+    aside with a warning; selected, or needed upstream, it stops the run; a Jinja error anywhere
+    still stops every command (reading the project)."""
+    env = Env(spark, make_project, {"models/mart/bad_sql.sql": "select id, from where {{ ref('stg_items') }}",
+                                    "models/mart/after_bad.sql": "select * from {{ ref('bad_sql') }}"})
+    try:
+        main(["--project-dir", str(env.root), "run", "--select", "+top_shop"])
+        out, err = capsys.readouterr()
+        assert "3 ok, 0 failed, 0 skipped" in out
+        assert "warning: models/mart/bad_sql.sql:1" in err and "[set-aside] model 'bad_sql' is not compiled: " in err, err
+        assert "warning: models/mart/after_bad.sql: [set-aside] model 'after_bad' is not compiled: it reads 'bad_sql'" in err, err
+        assert env.rows(f"{env.mart}.top_shop") == [("a",)]
+        for args in (["run", "--select", "after_bad"], ["run"], ["compile"]):
+            with pytest.raises(SystemExit) as info:
+                main(["--project-dir", str(env.root), *args])
+            assert info.value.code == 2, args
+            assert "models/mart/bad_sql.sql:1" in capsys.readouterr().err, args
+        assert not spark.catalog.tableExists(f"{env.mart}.after_bad")
+
+        (env.root / "models" / "mart" / "bad_sql.sql").write_text("select {{ no_such_macro() }} as id")
+        with pytest.raises(SystemExit) as info:
+            main(["--project-dir", str(env.root), "run", "--select", "+top_shop"])
+        assert info.value.code == 2 and "'no_such_macro' is undefined" in capsys.readouterr().err
+    finally:
+        env.drop()
+
+
 def test_threads_run_independent_models_at_the_same_time(spark, make_project, monkeypatch):
     env = Env(spark, make_project, {
         "models/stg/left.sql": "select i.id from {{ source('SRC', 'items') }} as i",

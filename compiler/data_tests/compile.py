@@ -9,7 +9,7 @@ own ``config()`` < the project's ``tests:`` defaults < the YAML entry.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Collection, Mapping
 
 from ..errors import CompileError, Problem, ProblemList, did_you_mean
 from ..parse import parse_select
@@ -87,9 +87,11 @@ def place_scopes(manifest: "Manifest") -> None:
 
 
 def compile_tests(project: "Project", renderer: "Renderer", models: Mapping[str, "Model"], sources: Mapping[str, "Source"],
-                  docs: Mapping[str, "LineDict"], templates: Mapping[str, Any] | None = None) -> dict[str, DataTest]:
+                  docs: Mapping[str, "LineDict"], templates: Mapping[str, Any] | None = None,
+                  set_aside: Collection[str] = frozenset()) -> dict[str, DataTest]:
     """Every enabled test of the project (a dbt project's unit tests too: ``unit.py``, which render
-    the models' ``templates``); problems are raised together."""
+    the models' ``templates``), but those of models ``set_aside`` by a narrowed compile; problems
+    are raised together."""
     problems = ProblemList()
     declared = [declared_tests(entry, entry.path, name) for name, entry in docs.items() if name in models]
     declared += [declared_tests(s.tests, s.path, s.id, tuple(s.ref_name.split(".", 1)))
@@ -98,13 +100,13 @@ def compile_tests(project: "Project", renderer: "Renderer", models: Mapping[str,
     for problem in (p for _, bad in declared for p in bad):
         problems.add(problem)
     tests: dict[str, DataTest] = {}
-    compiler = _Compiler(project, renderer, models, sources)
+    compiler = _Compiler(project, renderer, models, sources, set_aside)
     for declaration in declarations:
         compiler.add(tests, compiler.generic(declaration), problems)
     for path in project.singular_test_files():
         compiler.add(tests, compiler.singular(path), problems)
     if project.dialect == "dbt" and templates is not None:
-        found, bad = unit_tests(project, renderer, models, sources, templates)
+        found, bad = unit_tests(project, renderer, models, sources, templates, set_aside)
         for test in found:
             compiler.add(tests, test, problems)
         for problem in bad:
@@ -119,6 +121,7 @@ class _Compiler:
     renderer: "Renderer"
     models: Mapping[str, "Model"]
     sources: Mapping[str, "Source"]
+    set_aside: Collection[str] = frozenset()
 
     def add(self, tests: dict[str, DataTest], outcome: "DataTest | list[Problem] | None", problems: ProblemList) -> None:
         if isinstance(outcome, list):
@@ -215,7 +218,9 @@ class _Compiler:
         return {key: self.renderer.render_value(value, (self.project.settings_file, line)) for key, (value, line) in found}
 
     def _test(self, declaration: TestDeclaration, config: TestConfig, rendered: "Rendered", first: str | None = None,
-              raw_sql: str = "") -> "DataTest | list[Problem]":
+              raw_sql: str = "") -> "DataTest | list[Problem] | None":
+        if any(call.name in self.set_aside for call in rendered.refs):
+            return None
         problems = [self._unknown(call, declaration) for call in rendered.refs if call.name not in self.models]
         problems += [self._unknown(call, declaration, source=True) for call in rendered.sources if call.name not in self.sources]
         if problems:

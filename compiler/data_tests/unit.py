@@ -26,7 +26,7 @@ import csv
 import io
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Collection, Mapping
 
 from ..errors import CompileError, Problem
 from ..parse import parse_select, with_ctes
@@ -46,8 +46,9 @@ _COPY = "__unit_copy"
 
 
 def unit_tests(project: "Project", renderer: "Renderer", models: Mapping[str, "Model"], sources: Mapping[str, "Source"],
-               templates: Mapping[str, Any]) -> tuple[list["DataTest"], list[Problem]]:
-    """Every unit test of the project's model YAML files, compiled; problems at their lines."""
+               templates: Mapping[str, Any], set_aside: Collection[str] = frozenset()) -> tuple[list["DataTest"], list[Problem]]:
+    """Every unit test of the project's model YAML files, compiled (but those of models ``set_aside``);
+    problems at their lines."""
     tests: list[DataTest] = []
     problems: list[Problem] = []
     for path in project.files("models", (".yml", ".yaml")):
@@ -57,6 +58,8 @@ def unit_tests(project: "Project", renderer: "Renderer", models: Mapping[str, "M
         if not isinstance(entries, list):
             continue
         for entry in entries:
+            if isinstance(entry, LineDict) and str(entry.get("model")) in set_aside:
+                continue
             try:
                 test = _unit_test(project, renderer, models, sources, templates, entry, display)
             except CompileError as exc:
