@@ -237,7 +237,7 @@ def _selected_dag(manifest: Manifest, selected: list[str]) -> nx.DiGraph:
     """The selection as a DAG: an edge wherever one selected model depends on another,
     directly or through unselected models. A selected test runs after the models it reads, and
     the models downstream of the one it tests wait for it (``mvflow build``: a failing test
-    skips them)."""
+    skips them); a unit test runs before its model, and its failure skips the model too."""
     ids = {model_id(n): n for n in selected if n in manifest.models}
     closure = nx.transitive_closure_dag(manifest.graph)
     dag = nx.DiGraph()
@@ -245,6 +245,9 @@ def _selected_dag(manifest: Manifest, selected: list[str]) -> nx.DiGraph:
     dag.add_edges_from((ids[a], ids[b]) for a, b in closure.edges if a in ids and b in ids)
     for name in (n for n in selected if n in manifest.tests):
         test = manifest.tests[name]
+        if test.declaration.test_type == "unit":  # on given rows only: before its model, which it gates (dbt's order)
+            dag.add_edges_from([(name, test.attached_to)] if test.attached_to in dag else [])
+            continue
         dag.add_edges_from((parent, name) for parent in test.depends_on if parent in dag)
         if test.attached_to in dag:
             dag.add_edges_from((name, child) for child in list(dag.successors(test.attached_to)) if child in ids.values())

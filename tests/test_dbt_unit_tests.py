@@ -95,6 +95,25 @@ def test_unit_tests_run_on_given_rows_without_building_anything(spark, shop, cap
     assert "__unit__raw__payments" in sql and "shop_dev" not in sql
 
 
+def test_in_build_a_unit_test_runs_before_its_model_and_its_failure_skips_the_model(spark, shop, capsys):
+    try:
+        main(["--project-dir", str(shop), "seed"])
+        with pytest.raises(SystemExit) as exit_:
+            main(["--project-dir", str(shop), "build", "-s", "stg_payments"])
+        out = capsys.readouterr().out
+        built = spark.catalog.tableExists("shop_dev.stg_payments")
+    finally:
+        for schema in ("shop_dev", "shop_dev_marts", "shop_dev_raw", "shop_dev_dbt_test__audit"):
+            spark.sql(f"DROP DATABASE IF EXISTS {schema} CASCADE")
+    assert exit_.value.code == 1 and "Traceback" not in out
+    results = [r for r in json.loads((shop / "target" / "run_results.json").read_text())["results"] if r["kind"] != "hook"]
+    assert out.index("START test  payments_over_the_min_amount") < out.index("SKIP  view  stg_payments"), out
+    status = {r["name"]: (r["status"], r.get("message") or "") for r in results}
+    assert status["payments_counted_as_a_multiset"][0] == "fail"
+    assert status["stg_payments"] == ("skipped", "upstream payments_counted_as_a_multiset failed"), status
+    assert not built
+
+
 def test_selecting_a_model_brings_its_unit_tests_and_test_type_selects_them(shop, capsys):
     main(["--project-dir", str(shop), "ls", "-s", "test_type:unit"])  # ls lists models: none
     assert capsys.readouterr().out == ""
