@@ -370,6 +370,7 @@ def _model(project: Project, renderer: Renderer, display: str, name: str, first,
         config, ignored = translate_dbt_config(config, origin)
         origin = {RENAMED.get(key, key): where for key, where in origin.items()}
         notes = [Problem(message, path or display, line or 1, code="dbt-unsupported") for message, path, line in ignored]
+        notes += [Problem(message, display, line or 1, code="dbt-warn") for message, line in dict.fromkeys(first.warned)]
     if config.get("enabled", True) is False:
         return None
     problems = ProblemList(list(config_problems))

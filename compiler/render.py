@@ -46,6 +46,7 @@ class Rendered:
     config_lines: dict[str, int] = field(default_factory=dict)
     refs: list[Call] = field(default_factory=list)
     sources: list[Call] = field(default_factory=list)
+    warned: list[tuple[str, int]] = field(default_factory=list)  # exceptions.warn(): (message, line)
 
 
 class _RenderFailure(Exception):
@@ -98,7 +99,7 @@ class Renderer:
         self.namespaces: dict[str, dict[str, Any]] = {}  # a dbt project: package name → its macros (dispatch's search)
         if project.dialect == "dbt":
             self.env.macro_class = ReturningMacro
-            self.env.globals.update(dbt_globals(self.env, project.flags, self._dispatch_search))
+            self.env.globals.update(dbt_globals(self.env, project.flags, self._dispatch_search, self._warn))
             library = self._load_library()
             self.env.globals.update(library, dbt=Namespace("dbt", library, INSTALL_HINT))
             self.namespaces["dbt"] = library
@@ -134,6 +135,12 @@ class Renderer:
                                      f"{self._current.config_lines[key]}", f"set {key} once: in one config() call", "bad-config")
             self._current.config[key] = value
             self._current.config_lines[key] = line
+        return ""
+
+    def _warn(self, message: Any, node: Any = None) -> str:
+        """dbt's ``exceptions.warn``: a compile warning at the calling line of the model."""
+        if self._current is not None:
+            self._current.warned.append((str(message), _template_line(self._model)))
         return ""
 
     def _var(self, name: str, default: Any = None) -> Any:

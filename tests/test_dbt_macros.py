@@ -148,3 +148,13 @@ def test_without_the_library_a_call_names_the_line_and_the_package_to_install(db
     assert exit_.value.code != 0 and "Traceback" not in err
     assert "models/m.sql:2" in err and "dbt.date_trunc: dbt's macro library is not installed" in err, err
     assert "models/n.sql:1" in err and "'dateadd' is undefined" in err and "pip install 'mvflow[dbt]'" in err, err
+
+
+def test_exceptions_warn_is_a_compile_warning_at_the_models_line(dbt_project, capsys):
+    (dbt_project / "macros").mkdir()
+    (dbt_project / "macros" / "checks.sql").write_text(
+        "{% macro stale(days) %}{% if days > 3 %}{% do exceptions.warn('data is ' ~ days ~ ' days old') %}{% endif %}"
+        "{% endmacro %}\n")
+    (dbt_project / "models" / "m.sql").write_text("select 1 as x\n{{ stale(5) }}\n{{ stale(1) }}\n")
+    main(["--project-dir", str(dbt_project), "parse"])
+    assert "warning: models/m.sql:2: [dbt-warn] data is 5 days old" in capsys.readouterr().err

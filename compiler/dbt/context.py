@@ -69,10 +69,11 @@ class ReturningMacro(jinja2.runtime.Macro):
 
 
 def dbt_globals(env: jinja2.Environment, flags: Mapping[str, Any] | None = None,
-                search: Callable[[str | None], list[Mapping[str, Any]]] | None = None) -> dict[str, Any]:
+                search: Callable[[str | None], list[Mapping[str, Any]]] | None = None,
+                warn: Callable[..., str] | None = None) -> dict[str, Any]:
     """The names a dbt project's templates see besides mvflow's; ``flags``: dbt_project.yml's
     ``flags:``; ``search``: the macro tables ``adapter.dispatch`` looks in for a namespace, in order
-    (default: every name the templates see)."""
+    (default: every name the templates see); ``warn``: ``exceptions.warn`` (default: silent)."""
     def dispatch(name: str, macro_namespace: str | None = None, packages: Any = None) -> Any:  # packages: dbt's, deprecated
         tables = search(macro_namespace) if search is not None else [env.globals]
         for table in tables:
@@ -101,7 +102,7 @@ def dbt_globals(env: jinja2.Environment, flags: Mapping[str, Any] | None = None,
         "log": lambda *args, **kwargs: "",
         "print": lambda *args, **kwargs: "",
         "return": lambda value=None: _raise(Return(value)),
-        "exceptions": SimpleNamespace(raise_compiler_error=raise_compiler_error, warn=lambda *a, **k: "",
+        "exceptions": SimpleNamespace(raise_compiler_error=raise_compiler_error, warn=warn or (lambda *a, **k: ""),
                                       raise_not_implemented=raise_compiler_error),
         "try_or_compiler_error": try_or_compiler_error,
         "modules": Modules(datetime=datetime, re=re, itertools=itertools),  # the sandbox's one way to a module
