@@ -267,6 +267,7 @@ def _model_dict(model: Model, manifest: Manifest) -> dict[str, Any]:
         "schema": model.schema,
         "tags": list(model.tags),
         "description": model.description,
+        "meta": jsonable(model.meta),
         "columns": [{"name": c, "description": model.column_docs.get(c, "")} for c in model.columns or []],
         "columns_known": model.columns is not None,
         "depends_on": {"models": model.depends_on_models, "sources": model.depends_on_sources},

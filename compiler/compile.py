@@ -366,6 +366,7 @@ def _model(project: Project, renderer: Renderer, display: str, name: str, first,
     config_problems: list[Problem] = []
     config, origin = _model_config(project, renderer, display, first, doc, config_problems)
     notes: list[Problem] = []
+    meta = {**_mapping((doc or {}).get("meta")), **_mapping(config.get("meta"))}  # dbt's: shown on the docs site
     if project.dialect == "dbt":
         config, ignored = translate_dbt_config(config, origin)
         origin = {RENAMED.get(key, key): where for key, where in origin.items()}
@@ -441,7 +442,12 @@ def _model(project: Project, renderer: Renderer, display: str, name: str, first,
         refs=first.refs,
         source_calls=first.sources,
         notes=notes,
+        meta=meta,
     )
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return {str(k): v for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 def _check_relations(models: dict[str, Model], sources: dict[str, Source], problems: ProblemList) -> None:

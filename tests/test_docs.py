@@ -316,3 +316,18 @@ def test_tests_on_sources_and_singular_tests_are_listed_where_they_belong():
     assert data["tests"]["both"]["on"] == ["model.m", "source.raw.orders"]
     assert data["tests"]["source_unique_orders_id"]["result"]["status"] == "error"
     assert data["tests"]["both"]["raw_sql"] == "select {{ 1 }}"
+
+
+def test_a_dbt_models_meta_reaches_its_page(tmp_path):
+    """dbt's ``meta`` (the model's YAML and its config, the config's winning) is in manifest.json and in
+    the site's data, which the model's page lists in its Overview (app.js)."""
+    (tmp_path / "dbt_project.yml").write_text("name: shop\nprofile: shop\nconfig-version: 2\n")
+    (tmp_path / "profiles.yml").write_text(
+        "shop:\n  target: dev\n  outputs:\n    dev: {type: spark, method: session, host: NA, schema: shop_dev}\n")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "m.sql").write_text("{{ config(meta={'owner': 'data-team', 'tier': 1}) }}\nselect 1 as x\n")
+    (tmp_path / "models" / "m.yml").write_text(
+        "version: 2\nmodels:\n  - name: m\n    meta: {owner: nobody, contains_pii: false}\n")
+    data = _data(_generate(tmp_path))
+    assert data["models"]["m"]["meta"] == {"contains_pii": False, "owner": "data-team", "tier": 1}
+    assert json.loads((tmp_path / "target" / "manifest.json").read_text())["models"]["m"]["meta"]["owner"] == "data-team"

@@ -540,7 +540,7 @@
         ["Read by", chips(children)],
         m.result ? ["Last run", resultView(m.result)] : null,
         m.undeclared_tables.length ? ["Undeclared tables", h("span", { className: "warn" }, m.undeclared_tables.join(", "))] : null,
-      ])),
+      ].concat(Object.keys(m.meta || {}).sort().map(function (k) { return ["meta: " + k, h("code", null, show(m.meta[k]))]; })))),
       section("Columns", columnsTable(node, m, lin)),
       section("Tests", testList(m.tests || []), testsHint(m.tests || [])),
       seed ? section("Seed file", seedView(m)) : section("Inputs used", usesTable(m, lin), h("span", { className: "hint" },
