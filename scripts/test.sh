@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up (if needed), then run the tests. Extra arguments go to pytest.
 #
-#   scripts/test.sh            the fast tier (target ≤ 15 minutes on 2 cores, 19.5 measured): every test not marked `slow`
+#   scripts/test.sh            the fast tier (target ≤ 15 minutes on 2 cores, 17.5 measured): every test not marked `slow`
 #   scripts/test.sh --slow     the slow system tier: real kill -9 of CLI processes, a standalone Spark
 #                              cluster, `serve` with three runners, the PostgreSQL metastore, dbt itself
 #   scripts/test.sh --all      both tiers in one pytest run
@@ -16,8 +16,9 @@ scripts/setup.sh
 # cores, one run after the other. Work stealing: with xdist's default (load) the tests' durations
 # summed to 17 minutes per process against 22 of wall (2026-11-27): one process ran the last heavy
 # modules while the other idled; a process that runs out now takes half of the other's queue. The
-# slow tier runs in one: its serve runners and kill -9s time leases. MVFLOW_TEST_WORKERS=0 runs the
-# fast tier in this process.
+# slow tier runs in one: its serve runners and kill -9s time leases, and its processes keep both
+# cores busy (two pytest processes: 24.8 minutes against 29, every system test nearly twice as long,
+# the takeover-within-TTL checks under that load). MVFLOW_TEST_WORKERS=0 runs the fast tier in this process.
 tier=(-m "not slow" -n "${MVFLOW_TEST_WORKERS:-2}" --dist worksteal)
 paths=()
 case "${1:-}" in
