@@ -53,6 +53,7 @@ class Model:
     table_format: str = "parquet"  # delta | parquet: the target's, or the model's own config
     notes: list[Problem] = field(default_factory=list)  # warnings found while reading it (dbt settings not applied)
     meta: dict[str, Any] = field(default_factory=dict)  # dbt's meta (YAML and config): the docs site shows it
+    column_meta: dict[str, dict[str, Any]] = field(default_factory=dict)  # dbt's meta of each documented column
     incremental_sql: str = ""  # an incremental model's SELECT with is_incremental() true (kinds/incremental.py)
     constraint_key: DeclaredKey | None = None  # dbt's constraints: primary_key in its YAML (declared_keys.py)
     owner: str = ""  # an mv lifted out of the mv ``owner`` (kinds/mv/lift.py): selected and run with it

@@ -319,15 +319,18 @@ def test_tests_on_sources_and_singular_tests_are_listed_where_they_belong():
 
 
 def test_a_dbt_models_meta_reaches_its_page(tmp_path):
-    """dbt's ``meta`` (the model's YAML and its config, the config's winning) is in manifest.json and in
-    the site's data, which the model's page lists in its Overview (app.js)."""
+    """dbt's ``meta`` (the model's YAML and its config, the config's winning; a column's) is in
+    manifest.json and in the site's data, which the model's page lists in its Overview and its
+    columns table (app.js)."""
     (tmp_path / "dbt_project.yml").write_text("name: shop\nprofile: shop\nconfig-version: 2\n")
     (tmp_path / "profiles.yml").write_text(
         "shop:\n  target: dev\n  outputs:\n    dev: {type: spark, method: session, host: NA, schema: shop_dev}\n")
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "m.sql").write_text("{{ config(meta={'owner': 'data-team', 'tier': 1}) }}\nselect 1 as x\n")
     (tmp_path / "models" / "m.yml").write_text(
-        "version: 2\nmodels:\n  - name: m\n    meta: {owner: nobody, contains_pii: false}\n")
+        "version: 2\nmodels:\n  - name: m\n    meta: {owner: nobody, contains_pii: false}\n"
+        "    columns:\n      - {name: x, description: one, meta: {pii: email}}\n")
     data = _data(_generate(tmp_path))
     assert data["models"]["m"]["meta"] == {"contains_pii": False, "owner": "data-team", "tier": 1}
+    assert data["models"]["m"]["columns"] == [{"name": "x", "description": "one", "meta": {"pii": "email"}}]
     assert json.loads((tmp_path / "target" / "manifest.json").read_text())["models"]["m"]["meta"]["owner"] == "data-team"

@@ -578,15 +578,17 @@
 
   function columnsTable(node, m, lin) {
     var names = modelColumns(m);
-    var docs = {};
-    m.columns.forEach(function (c) { docs[c.name] = c.description; });
+    var docs = {}, metas = {};
+    m.columns.forEach(function (c) { docs[c.name] = c.description; metas[c.name] = c.meta || {}; });
     var rows = names.map(function (column) {
       var ref = { node: node, column: column };
       var why = (lin.unknown || {})[column];
       return h("tr", null,
         h("td", null, h("a", { className: "col-name", href: href("column", node, column) }, column)),
         h("td", null, lin.types && lin.types[column] ? h("code", { className: "type" }, lin.types[column]) : h("span", { className: "muted" }, "—")),
-        h("td", null, docs[column] || ""),
+        h("td", null, docs[column] || "", Object.keys(metas[column] || {}).sort().map(function (k) {
+          return h("div", { className: "muted" }, "meta: " + k + " = " + show(metas[column][k]));
+        })),
         h("td", null, chips(parentsOf(ref).map(function (e) { return columnLink(e); })),
           why ? h("div", { className: "unknown" }, "unknown: " + why) : null),
         h("td", null, chips(childrenOf(ref).map(function (e) { return columnLink(e); }))));
