@@ -250,6 +250,7 @@ def manifest_dict(manifest: Manifest, traced: Lineage | None = None, entries: di
         "sources": {sid: s.to_dict() for sid, s in manifest.sources.items()},
         "models": {name: {**_model_dict(m, manifest), "lineage": entries[name]} for name, m in manifest.models.items()},
         "tests": {name: _test_dict(t) for name, t in manifest.tests.items()},
+        "exposures": {e.name: e.to_dict() for e in manifest.exposures},
         "order": manifest.order(),
         "children": {node_name(n): sorted(node_name(c) for c in graph.successors(n)) for n in sorted(graph)},
         "warnings": [p.format() for p in manifest.warnings],

@@ -25,6 +25,7 @@ from .files import read_text
 from .graph import build_graph, is_model, model_id, node_name, source_id
 from .kinds import Kind, KindError, create_kind
 from .dbt.config import HOOKS, RENAMED, translate as translate_dbt_config
+from .dbt.exposures import load_exposures
 from .dbt.packages import check_installed
 from .kinds.ephemeral import cte_name
 from .kinds.mv.lift import lift_models
@@ -98,6 +99,10 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
     aside.settle(problems, models, graph)
     manifest.warnings += aside.warnings()
     manifest.tests = compile_tests(project, renderer, models, sources or {}, docs, templates, set(aside.models))
+    if project.dialect == "dbt":
+        named = {**{sid: sid for sid in sources or {}}, **renderer.source_names}
+        manifest.exposures, exposure_warnings = load_exposures(project, models, named)
+        manifest.warnings += exposure_warnings
     manifest.hooks = {which: [renderer.render_string(sql) for sql in statements] for which, statements in
                       (("on-run-start", project.on_run_start), ("on-run-end", project.on_run_end)) if statements}
     manifest.warnings += check_mvs(manifest)

@@ -1,5 +1,5 @@
 """The manifest: what compile produces and every later step reads — the models (and seeds) with
-their rendered, parsed SQL, the sources, the data tests and the DAG (``compiler.compile`` builds it).
+their rendered, parsed SQL, the sources, the data tests, a dbt project's exposures and the DAG (``compiler.compile`` builds it).
 
 Nothing mutates a manifest after compile; values derived from it (an MV's plan) are cached on it.
 """
@@ -19,6 +19,7 @@ from .render import Call
 
 if TYPE_CHECKING:
     from .data_tests import DataTest
+    from .dbt.exposures import Exposure
     from .declared_keys import DeclaredKey
     from .errors import Problem
     from .kinds import Kind
@@ -114,6 +115,7 @@ class Manifest:
     warnings: list[Problem] = field(default_factory=list)
     cache: CompileCache | None = field(default=None, repr=False, compare=False)
     tests: dict[str, DataTest] = field(default_factory=dict)  # data tests by name
+    exposures: list[Exposure] = field(default_factory=list)  # a dbt project's (dbt/exposures.py): docs only
     hooks: dict[str, list[str]] = field(default_factory=dict)  # on-run-start / on-run-end statements, rendered
     _derived: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
 

@@ -9,6 +9,7 @@ import importlib.util
 import json
 import re
 import shutil
+import textwrap
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from click.testing import CliRunner
 
 from compiler import status
 from compiler.artifacts import write_artifacts
-from compiler.cli import cli
+from compiler.cli import cli, main
 from compiler.compile import compile_project
 from compiler.docs import generate_docs, site_data, site_files
 from compiler.docs.layout import layout
@@ -334,3 +335,38 @@ def test_a_dbt_models_meta_reaches_its_page(tmp_path):
     assert data["models"]["m"]["meta"] == {"contains_pii": False, "owner": "data-team", "tier": 1}
     assert data["models"]["m"]["columns"] == [{"name": "x", "description": "one", "meta": {"pii": "email"}}]
     assert json.loads((tmp_path / "target" / "manifest.json").read_text())["models"]["m"]["meta"]["owner"] == "data-team"
+
+
+def test_a_dbt_projects_exposures_are_listed_on_the_pages_of_what_they_read(tmp_path, capsys):
+    (tmp_path / "dbt_project.yml").write_text("name: shop\nprofile: shop\nconfig-version: 2\n")
+    (tmp_path / "profiles.yml").write_text(
+        "shop:\n  target: dev\n  outputs:\n    dev: {type: spark, method: session, host: NA, schema: shop_dev}\n")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "m.sql").write_text("select id from {{ source('raw', 'orders') }}\n")
+    (tmp_path / "models" / "m.yml").write_text(textwrap.dedent("""
+        version: 2
+        sources:
+          - name: raw
+            tables: [{name: orders}]
+        exposures:
+          - name: kpis
+            type: dashboard
+            owner: {name: Ana, email: ana@example.com}
+            depends_on: ["ref('m')", "source('raw', 'orders')", "ref('gone')"]
+            url: "javascript:alert(1)"
+            description: Weekly KPIs
+          - {name: odd, type: poster, depends_on: ["m"]}
+    """))
+    main(["--project-dir", str(tmp_path), "compile"])
+    err = capsys.readouterr().err
+    assert "warning: models/m.yml:7: [bad-exposure] exposure 'kpis': ref('gone'): no such model" in err, err
+    assert "[bad-exposure] exposure 'odd': type 'poster' is not one of dbt's" in err
+    assert "[bad-exposure] exposure 'odd': depends_on entry 'm' is not ref(" in err
+    assert "exposures' is not supported" not in err
+    data = _data(_generate(tmp_path))
+    source = next(iter(data["sources"]))
+    assert data["models"]["m"]["exposures"] == ["kpis"] and data["sources"][source]["exposures"] == ["kpis"]
+    kpis = data["exposures"]["kpis"]
+    assert (kpis["type"], kpis["owner"], kpis["depends_on"]) == ("dashboard", {"name": "Ana", "email": "ana@example.com"},
+                                                                ["m", source])
+    assert json.loads((tmp_path / "target" / "manifest.json").read_text())["exposures"]["odd"]["depends_on"] == []

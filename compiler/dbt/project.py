@@ -172,7 +172,7 @@ def _target(root: Path, name: str, output: Any, display: str, line: int) -> tupl
 
 
 #: schema YAML sections mvflow does not read
-_UNREAD_SECTIONS = ("exposures", "metrics", "semantic_models", "saved_queries", "snapshots", "analyses")
+_UNREAD_SECTIONS = ("metrics", "semantic_models", "saved_queries", "snapshots", "analyses")
 
 
 def unsupported(project: Project) -> list[Problem]:

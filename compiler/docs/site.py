@@ -50,6 +50,12 @@ def site_data(manifest: Mapping[str, Any], run_files: Mapping[str, list[dict[str
         for node in test["on"]:
             kind, _, owner = node.partition(".")
             (models if kind == "model" else sources)[owner]["tests"].append(name)
+    exposures = dict(sorted(manifest.get("exposures", {}).items()))
+    for name, exposure in exposures.items():
+        for read in exposure["depends_on"]:
+            page = models.get(read) or sources.get(read)
+            if page is not None:
+                page["exposures"].append(name)
     nodes = {f"source.{sid}": {"id": f"source.{sid}", "name": sid, "type": "source", "kind": "source",
                                "folder": entry.get("database", "")} for sid, entry in sources.items()}
     nodes.update({f"model.{name}": {"id": f"model.{name}", "name": name, "type": "model", "kind": entry["kind"]["name"],
@@ -70,6 +76,7 @@ def site_data(manifest: Mapping[str, Any], run_files: Mapping[str, list[dict[str
         "models": models,
         "sources": sources,
         "tests": tests,
+        "exposures": exposures,
         "results": _results_summary(results),
         "state": _state_summary(state),
     }
@@ -96,6 +103,7 @@ def _model(entry: Mapping[str, Any], runs: list[dict[str, str]], state: Mapping[
     model["seed"] = _seed_preview(raw, entry["kind"].get("delimiter") or ",") if seed else None
     model["result"] = result
     model["tests"] = []
+    model["exposures"] = []  # dbt's exposures that read it
     return model
 
 
@@ -160,7 +168,7 @@ def _source(sid: str, entry: Mapping[str, Any], models: Mapping[str, Any]) -> di
             readers.add(name)
         for column in uses or ():
             used.setdefault(column, set()).add(name)
-    return {**entry, "used_by": {c: sorted(m) for c, m in sorted(used.items())}, "models": sorted(readers), "tests": []}
+    return {**entry, "used_by": {c: sorted(m) for c, m in sorted(used.items())}, "models": sorted(readers), "tests": [], "exposures": []}
 
 
 def _state_summary(state: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -543,6 +543,7 @@
       ].concat(Object.keys(m.meta || {}).sort().map(function (k) { return ["meta: " + k, h("code", null, show(m.meta[k]))]; })))),
       section("Columns", columnsTable(node, m, lin)),
       section("Tests", testList(m.tests || []), testsHint(m.tests || [])),
+      exposureSection(m.exposures),
       seed ? section("Seed file", seedView(m)) : section("Inputs used", usesTable(m, lin), h("span", { className: "hint" },
         " every input column the query reads (select, join, where, group by) — changes to other columns cannot change this model")),
       section("SQL", h("div", null,
@@ -734,7 +735,8 @@
       ])),
       section("Columns", rows.length ? table(["Column", "Type", "Description", "Used by"], rows, "columns")
         : h("p", { className: "unknown" }, "No columns declared: lineage through this table is unknown.")),
-      section("Tests", testList(src.tests || []), testsHint(src.tests || [])));
+      section("Tests", testList(src.tests || []), testsHint(src.tests || [])),
+      exposureSection(src.exposures));
   }
 
   function columnPage(node, column) {
@@ -819,6 +821,21 @@
   }
 
   /* A model's or source's tests: one line each, opening on the test's details and compiled SQL. */
+  // dbt's exposures that read a model or source: a table, or nothing without any. A URL is a link
+  // only when it is http(s): it is user text.
+  function exposureSection(names) {
+    if (!names || !names.length) return null;
+    var rows = names.map(function (name) {
+      var e = D.exposures[name], owner = e.owner || {};
+      var url = /^https?:\/\//.test(e.url) ? h("a", { href: e.url, rel: "noopener noreferrer" }, e.url) : (e.url || "");
+      return h("tr", null, h("td", null, h("strong", null, name)), h("td", null, e.type || "—"),
+        h("td", null, [owner.name, owner.email].filter(function (x) { return x; }).join(" · ") || "—"),
+        h("td", null, e.maturity || "—"), h("td", null, url), h("td", null, e.description || ""));
+    });
+    return section("Exposures", table(["Exposure", "Type", "Owner", "Maturity", "URL", "Description"], rows, "exposures"),
+      h("span", { className: "hint" }, " what reads it outside the project (dbt's exposures: listed, not run)"));
+  }
+
   function testList(names) {
     if (!names.length) return h("p", { className: "muted" }, "No data tests.");
     return h("div", { className: "test-list" },
