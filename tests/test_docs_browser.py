@@ -235,3 +235,42 @@ def test_state_page_shows_what_status_prints(browser, tmp_path):
     assert state["totals"] == "slot a, 10,000 rows + 120 in delta" and state["totals:raw.rates"] == "snapshot of batch 2"
     assert "{" not in page.locator("main").inner_text()
     page.close()
+
+
+def test_a_dbt_models_meta_and_exposures_show_on_its_page(browser, tmp_path):
+    from compiler.artifacts import write_artifacts
+    from compiler.compile import compile_project
+    from compiler.docs import generate_docs
+    from compiler.project import load_project
+
+    files = {
+        "dbt_project.yml": "name: shop\nprofile: shop\nconfig-version: 2\n",
+        "profiles.yml": "shop:\n  target: dev\n  outputs:\n    dev: {type: spark, method: session, host: NA, schema: shop_dev}\n",
+        "models/m.sql": "{{ config(meta={'owner': 'data-team'}) }}\nselect 1 as x\n",
+        "models/m.yml": """
+            version: 2
+            models:
+              - name: m
+                columns: [{name: x, meta: {pii: none}}]
+            exposures:
+              - {name: kpis, type: dashboard, owner: {name: Ana}, depends_on: ["ref('m')"], url: "javascript:window.__pwned = 3"}
+              - {name: app, type: application, depends_on: ["ref('m')"], url: "https://example.com/app"}
+        """,
+    }
+    for name, text in files.items():  # a dbt project: no project.yml
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(textwrap.dedent(text).lstrip("\n"))
+    root = tmp_path
+    manifest = compile_project(load_project(root))
+    write_artifacts(manifest)
+    page = browser.new_page()
+    page.goto(generate_docs(manifest).as_uri() + "#/model/m")
+    exposures = page.locator("main table.exposures")
+    expect(exposures).to_be_visible()
+    rows = exposures.locator("tbody tr").evaluate_all("rows => rows.map(r => Array.from(r.cells, c => c.textContent))")
+    assert [row[:3] for row in rows] == [["app", "application", "—"], ["kpis", "dashboard", "Ana"]]
+    assert exposures.locator("a").evaluate_all("links => links.map(a => a.href)") == ["https://example.com/app"]
+    main = page.locator("main").inner_text()
+    assert "meta: owner" in main and "data-team" in main and "meta: pii = none" in main
+    assert page.evaluate("window.__pwned") is None
+    page.close()
