@@ -142,9 +142,9 @@ class SetAside:
         if models.pop(name, None) is None:
             return
         self.models[name] = why
-        node = model_id(name)
-        readers = [node_name(n) for n in graph.successors(node) if is_model(n)] if graph.has_node(node) else []
+        node, readers = model_id(name), []
         if graph.has_node(node):
+            readers = [node_name(n) for n in graph.successors(node) if is_model(n)]
             graph.remove_node(node)
         for other in readers:
             if other in models:
@@ -441,7 +441,8 @@ def _model(project: Project, renderer: Renderer, display: str, name: str, first,
                                            (doc.path, doc.line_of("description")) if doc else (display, 1)).strip(),
         column_docs={str(c["name"]): str(c.get("description", "")).strip() for c in (doc or {}).get("columns") or []},
         column_doc_lines={str(c["name"]): (doc.path, c.line) for c in (doc or {}).get("columns") or []},
-        column_meta={str(c["name"]): _mapping(c.get("meta")) for c in (doc or {}).get("columns") or [] if _mapping(c.get("meta"))},
+        column_meta={name: found for name, found in ((str(c["name"]), _mapping(c.get("meta"))) for c in (doc or {}).get("columns") or [])
+                     if found},
         constraint_key=constraint_key(doc, doc.path)[0] if doc else None,
         raw_sql=raw,
         checksum=hashlib.sha256(raw.encode()).hexdigest(),

@@ -8,7 +8,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import jinja2
 
@@ -187,6 +187,16 @@ class Project:
 
     def relative(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
+
+    def yaml_items(self, key: str) -> Iterator[tuple[str, int, Any]]:
+        """Each item of the list under ``key`` in the models' YAML files (dbt's ``unit_tests:``,
+        ``exposures:``): the file as shown, the item's line (the key's when the item has none), the item."""
+        for path in self.files("models", (".yml", ".yaml")):
+            display = self.relative(path)
+            data = load_yaml(path, display)
+            items = data.get(key) if isinstance(data, LineDict) else None
+            for item in items if isinstance(items, list) else []:
+                yield display, getattr(item, "line", 0) or data.line_of(key), item
 
     def defaults_for(self, model_path: str) -> dict[str, Any]:
         """Folder defaults for a model file, like dbt's ``models:`` block (``+key: value``).

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Collection, Mapping
 
 from ..errors import CompileError, Problem
 from ..parse import parse_select, with_ctes
-from ..yamlfile import LineDict, load_yaml
+from ..yamlfile import LineDict
 from .declare import TestConfig, TestDeclaration
 
 if TYPE_CHECKING:
@@ -51,22 +51,16 @@ def unit_tests(project: "Project", renderer: "Renderer", models: Mapping[str, "M
     problems at their lines."""
     tests: list[DataTest] = []
     problems: list[Problem] = []
-    for path in project.files("models", (".yml", ".yaml")):
-        display = project.relative(path)
-        data = load_yaml(path, display)
-        entries = data.get("unit_tests") if isinstance(data, LineDict) else None
-        if not isinstance(entries, list):
+    for display, _, entry in project.yaml_items("unit_tests"):
+        if isinstance(entry, LineDict) and str(entry.get("model")) in set_aside:
             continue
-        for entry in entries:
-            if isinstance(entry, LineDict) and str(entry.get("model")) in set_aside:
-                continue
-            try:
-                test = _unit_test(project, renderer, models, sources, templates, entry, display)
-            except CompileError as exc:
-                problems += exc.problems
-                continue
-            if test is not None:
-                tests.append(test)
+        try:
+            test = _unit_test(project, renderer, models, sources, templates, entry, display)
+        except CompileError as exc:
+            problems += exc.problems
+            continue
+        if test is not None:
+            tests.append(test)
     return tests, problems
 
 

@@ -17,7 +17,6 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Collection, Mapping
 
 from ..errors import Problem, did_you_mean
-from ..yamlfile import LineDict, load_yaml
 
 if TYPE_CHECKING:
     from ..project import Project
@@ -48,27 +47,22 @@ def load_exposures(project: "Project", models: Collection[str], sources: Mapping
     ``'db.table'`` as dbt names it → its id."""
     found: list[Exposure] = []
     warnings: list[Problem] = []
-    for path in project.files("models", (".yml", ".yaml")):
-        display = project.relative(path)
-        data = load_yaml(path, display)
-        entries = data.get("exposures") if isinstance(data, LineDict) else None
-        for entry in entries if isinstance(entries, list) else []:
-            line = getattr(entry, "line", 0) or (data.line_of("exposures") if isinstance(data, LineDict) else 1)
-            if not isinstance(entry, dict) or not entry.get("name"):
-                warnings.append(Problem("an exposure needs a name: ignored", display, line, code="bad-exposure",
-                                        hint="e.g. '- {name: weekly_kpis, type: dashboard, owner: {name: Ana}, depends_on: [...]}'"))
-                continue
-            depends, bad = _depends_on(entry.get("depends_on"), models, sources)
-            warnings += [Problem(f"exposure '{entry['name']}': {message}", display, line, code="bad-exposure", hint=hint)
-                         for message, hint in bad]
-            kind = str(entry.get("type") or "")
-            if kind not in TYPES:
-                warnings.append(Problem(f"exposure '{entry['name']}': type {kind!r} is not one of dbt's", display, line,
-                                        code="bad-exposure", hint="types: " + ", ".join(TYPES)))
-            owner = entry.get("owner") if isinstance(entry.get("owner"), dict) else {}
-            found.append(Exposure(str(entry["name"]), kind, display, line, {str(k): str(v) for k, v in owner.items()},
-                                  depends, str(entry.get("description") or "").strip(), str(entry.get("url") or ""),
-                                  str(entry.get("maturity") or "")))
+    for display, line, entry in project.yaml_items("exposures"):
+        if not isinstance(entry, dict) or not entry.get("name"):
+            warnings.append(Problem("an exposure needs a name: ignored", display, line, code="bad-exposure",
+                                    hint="e.g. '- {name: weekly_kpis, type: dashboard, owner: {name: Ana}, depends_on: [...]}'"))
+            continue
+        depends, bad = _depends_on(entry.get("depends_on"), models, sources)
+        warnings += [Problem(f"exposure '{entry['name']}': {message}", display, line, code="bad-exposure", hint=hint)
+                     for message, hint in bad]
+        kind = str(entry.get("type") or "")
+        if kind not in TYPES:
+            warnings.append(Problem(f"exposure '{entry['name']}': type {kind!r} is not one of dbt's", display, line,
+                                    code="bad-exposure", hint="types: " + ", ".join(TYPES)))
+        owner = entry.get("owner") if isinstance(entry.get("owner"), dict) else {}
+        found.append(Exposure(str(entry["name"]), kind, display, line, {str(k): str(v) for k, v in owner.items()},
+                              depends, str(entry.get("description") or "").strip(), str(entry.get("url") or ""),
+                              str(entry.get("maturity") or "")))
     return sorted(found, key=lambda e: e.name), warnings
 
 
@@ -82,19 +76,17 @@ def _depends_on(value: Any, models: Collection[str], sources: Mapping[str, str])
     bad: list[tuple[str, str]] = []
     for item in value if isinstance(value, list) else []:
         match = _CALL.match(str(item))
-        if match is None:
-            bad.append((f"depends_on entry {item!r} is not ref('…') or source('…', '…')", "write \"ref('model')\""))
-        elif match.group(1) == "ref" and match.group(3) is None:
-            if match.group(2) in models:
-                names.append(match.group(2))
+        call, first, second = match.groups() if match else (None, None, None)
+        if call == "ref" and second is None:
+            if first in models:
+                names.append(first)
             else:
-                bad.append((f"ref('{match.group(2)}'): no such model", did_you_mean(match.group(2), models) or "check the name"))
-        elif match.group(1) == "source" and match.group(3) is not None:
-            key = f"{match.group(2)}.{match.group(3)}"
-            if key in sources:
-                names.append(sources[key])
+                bad.append((f"ref('{first}'): no such model", did_you_mean(first, models) or "check the name"))
+        elif call == "source" and second is not None:
+            if f"{first}.{second}" in sources:
+                names.append(sources[f"{first}.{second}"])
             else:
-                bad.append((f"source('{match.group(2)}', '{match.group(3)}'): no such source", "declare it in the sources' YAML"))
+                bad.append((f"source('{first}', '{second}'): no such source", "declare it in the sources' YAML"))
         else:
             bad.append((f"depends_on entry {item!r} is not ref('…') or source('…', '…')", "write \"ref('model')\""))
     return tuple(dict.fromkeys(names)), bad

@@ -820,7 +820,6 @@
       (D.results.available ? " — last results from run_results.json" : " — no run_results.json yet: run `mvflow test`"));
   }
 
-  /* A model's or source's tests: one line each, opening on the test's details and compiled SQL. */
   // dbt's exposures that read a model or source: a table, or nothing without any. A URL is a link
   // only when it is http(s): it is user text.
   function exposureSection(names) {
@@ -836,6 +835,7 @@
       h("span", { className: "hint" }, " what reads it outside the project (dbt's exposures: listed, not run)"));
   }
 
+  /* A model's or source's tests: one line each, opening on the test's details and compiled SQL. */
   function testList(names) {
     if (!names.length) return h("p", { className: "muted" }, "No data tests.");
     return h("div", { className: "test-list" },
