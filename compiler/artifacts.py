@@ -25,16 +25,18 @@ MANIFEST_VERSION = 1
 
 def model_stem(model: Model, manifest: Manifest) -> str:
     """``models/staging/stg_offers.sql`` → ``staging/stg_offers`` (the path under target/); a data
-    test's is ``tests/<name>``."""
+    test's is ``tests/<name>``; a snapshot's ``snapshots/<name>`` (a file may hold several)."""
     if isinstance(model, DataTest):
         return model.target_stem
-    stem = model.path[: -len(".sql")]
+    stem = model.path.rsplit(".", 1)[0]
     for root in manifest.project.model_paths:
         prefix = root.rstrip("/") + "/"
         if model.path.startswith(prefix):
-            stem = model.path[len(prefix):-len(".sql")]
+            stem = stem[len(prefix):]
             break
-    return posixpath.join(posixpath.dirname(stem), model.name) if model.owner else stem  # beside its owner's
+    if model.owner or model.kind.name == "snapshot":  # beside its owner's, or its file's
+        return posixpath.join(posixpath.dirname(stem), model.name)
+    return stem
 
 
 def compiled_sql(model: Model) -> str:

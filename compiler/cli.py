@@ -192,7 +192,7 @@ def _not_here(name: str) -> None:
         sys.exit(EXIT_USER_ERROR)
 
 
-for _name in ("snapshot", "retry", "run-operation"):
+for _name in ("retry", "run-operation"):
     _not_here(_name)
 
 
@@ -207,7 +207,8 @@ def run(obj: _Context, select, exclude, target, threads, **flags) -> None:
     from .select import select as choose
 
     manifest = obj.manifest(target, select, exclude)
-    selected = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name not in ("seed", "ephemeral")]
+    selected = [n for n in choose(manifest.graph, select, exclude)
+                if manifest.models[n].kind.name not in ("seed", "ephemeral", "snapshot")]
     _locked_run(manifest, target, selected, threads, **flags)
 
 
@@ -223,6 +224,21 @@ def seed(obj: _Context, select, exclude, target, threads) -> None:
 
     manifest = obj.manifest(target, select or ("kind:seed",), exclude)
     selected = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name == "seed"]
+    _locked_run(manifest, target, selected, threads)
+
+
+@cli.command()
+@_select
+@_exclude
+@_target
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64), help="Snapshots taken at once.")
+@click.pass_obj
+def snapshot(obj: _Context, select, exclude, target, threads) -> None:
+    """Take the selected snapshots (dbt's): changed rows close their current version and open a new one."""
+    from .select import select as choose
+
+    manifest = obj.manifest(target, select or ("kind:snapshot",), exclude)
+    selected = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name == "snapshot"]
     _locked_run(manifest, target, selected, threads)
 
 
@@ -505,7 +521,7 @@ def plan(obj: _Context, select, exclude, target, full_refresh) -> None:
     manifest = obj.manifest(target)
     chosen = choose(manifest.graph, select, exclude)
     check_artifacts(manifest, chosen)
-    selected = [n for n in chosen if manifest.models[n].kind.name not in ("seed", "ephemeral")]
+    selected = [n for n in chosen if manifest.models[n].kind.name not in ("seed", "ephemeral", "snapshot")]
     store = open_state_store(manifest.project.target(target).state)
     steps = next_runs(manifest, selected, store, utc_now(), full_refresh)
     click.echo("\n".join(str(step) for step in steps))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -31,12 +32,13 @@ from .kinds.ephemeral import cte_name
 from .kinds.mv.lift import lift_models
 from .kinds.mv.plan import check_mvs
 from .kinds.seed import read_seed, seed_select
+from .kinds.snapshot import SnapshotKind
 from .manifest import Manifest, Model
 from .paths import name_problem
 from .parse import (column_line, is_reserved, output_columns, parse_select, plain_columns, pretty, table_references,
                     unnamed_columns, with_ctes)
 from .project import TABLE_FORMATS, Project, Target
-from .render import Node, Rendered, Renderer
+from .render import Node, Rendered, Renderer, SnapshotBlock, YamlSnapshot, snapshot_names
 from .sources import IDENTIFIER, Source, are_tags, load_sources, tags_problem, type_problems
 from .table_format import cluster_by_problems
 from .yamlfile import LineDict, check_keys, load_yaml
@@ -186,9 +188,17 @@ def _collect_models(project: Project, renderer: Renderer, docs: dict[str, LineDi
         for path in paths:
             if ahead and path == ahead[0] and compiled.forked:
                 cache.apply_changes(compiled.result())
-            _collect_model(project, renderer, docs, defaults, problems, path, files, models, templates, unusable)
+            try:
+                template = renderer.template(path)
+            except CompileError as exc:
+                problems.extend(exc)
+                template = None
+            _collect_model(project, renderer, docs, defaults, problems, project.relative(path), path.stem, template, files,
+                           models, templates, unusable)
     for path in project.files("seeds", (".csv",)):
         _collect_seed(project, renderer, docs, defaults, problems, path, files, models, unusable)
+    for name, display, template in _snapshot_templates(project, renderer, docs, problems):
+        _collect_model(project, renderer, docs, defaults, problems, display, name, template, files, models, templates, unusable)
     for name, doc in docs.items():
         if name not in files:
             problems.add(Problem(f"model docs name '{name}', which is not a model", doc.path, doc.line,
@@ -208,16 +218,20 @@ def _compile_templates(renderer: Renderer, cache: CompileCache, paths: list[Path
 
 
 def _collect_model(project: Project, renderer: Renderer, docs: dict[str, LineDict], defaults: Target,
-                   problems: ProblemList, path: Path, files: dict[str, str], models: dict[str, Model],
-                   templates: dict, unusable: dict[str, str]) -> None:
-    """Render one model file for its config and calls; adds it to ``models`` or ``unusable``."""
-    display = project.relative(path)
-    name = path.stem
-    if not _name_is_free(name, display, "model", files, problems, unusable):
+                   problems: ProblemList, display: str, name: str, template: Any, files: dict[str, str],
+                   models: dict[str, Model], templates: dict, unusable: dict[str, str]) -> None:
+    """Render one model (a file, or a snapshot) for its config and calls; adds it to ``models`` or
+    ``unusable``. ``template`` is None when the file's Jinja does not compile (already reported)."""
+    what = _resource_type(project, display)
+    if not _name_is_free(name, display, what, files, problems, unusable):
+        return
+    if template is None:
+        unusable[name] = "broken"
         return
     try:
-        template = renderer.template(path)
         first = renderer.render(template, this=f"{defaults.spark.database}.{name}")
+        if what == "snapshot":
+            first.config.setdefault("materialized", "snapshot")
         model = _model(project, renderer, display, name, first, docs.get(name), defaults)
     except CompileError as exc:
         problems.extend(exc)
@@ -228,6 +242,50 @@ def _collect_model(project: Project, renderer: Renderer, docs: dict[str, LineDic
         return
     models[name] = model
     templates[name] = template
+
+
+def _snapshot_templates(project: Project, renderer: Renderer, docs: dict[str, LineDict],
+                        problems: ProblemList) -> list[tuple[str, str, Any]]:
+    """Each snapshot as (name, file, template): the ``{% snapshot %}`` blocks of the snapshot
+    folders' ``.sql`` files and dbt's YAML snapshots (an entry of ``snapshots:`` with a
+    ``relation``: ``ref('x')`` or ``source('a', 'b')``, whose SELECT is ``select *`` of it)."""
+    found: list[tuple[str, str, Any]] = []
+    for path in project.files("snapshots", (".sql",)):
+        display = project.relative(path)
+        names = snapshot_names(read_text(path, display))
+        if not names:
+            problems.add(Problem("a snapshot file holds no {% snapshot name %} … {% endsnapshot %} block", display, 1,
+                                 code="bad-snapshot", hint="wrap the SELECT in {% snapshot <name> %} … {% endsnapshot %}"))
+            continue
+        try:
+            template = renderer.template(path)
+        except CompileError as exc:
+            problems.extend(exc)
+            template = None
+        found += [(name, display, SnapshotBlock(template, name) if template else None) for name in names]
+    for name, doc in docs.items():
+        if getattr(doc, "what", None) != "snapshot" or "relation" not in doc:
+            continue
+        relation = str(doc["relation"])
+        if not _RELATION.fullmatch(relation):
+            problems.add(Problem(f"snapshot '{name}': relation must be ref('model') or source('source', 'table'), got "
+                                 f"{relation!r}", doc.path, doc.line_of("relation"), code="bad-snapshot",
+                                 hint="e.g. relation: ref('stg_orders')"))
+            continue
+        found.append((name, doc.path, YamlSnapshot(renderer.env.from_string(f"select * from {{{{ {relation} }}}}\n"), doc.path)))
+    return found
+
+
+_RELATION = re.compile(r"\s*(ref|source)\s*\(\s*'[^']*'\s*(,\s*'[^']*'\s*)?\)\s*")
+
+
+def _resource_type(project: Project, display: str) -> str:
+    """What a file under the project's folders defines, as dbt names it: model, seed or snapshot."""
+    if display.endswith(".csv"):
+        return "seed"
+    if any(display.startswith(root.rstrip("/") + "/") for root in project.snapshot_paths):
+        return "snapshot"
+    return "model"
 
 
 def _name_is_free(name: str, display: str, what: str, files: dict[str, str], problems: ProblemList,
@@ -291,7 +349,8 @@ def _model_config(project: Project, renderer: Renderer, display: str, first, doc
             return
         config[key], origin[key] = _merged(config, key, value), where
 
-    for key, (value, line) in project.defaults_with_lines(_under_root(project, display), "seeds" if display.endswith(".csv") else "models").items():
+    block = _resource_type(project, display) + "s"
+    for key, (value, line) in project.defaults_with_lines(_under_root(project, display), block).items():
         where = (project.settings_file, line)
         put(key, renderer.render_value(value, where) if project.dialect == "dbt" and key not in HOOKS else value, where)
     doc_config = (doc or {}).get("config") or {}
@@ -317,7 +376,8 @@ def _merged(config: dict[str, Any], key: str, value: Any) -> Any:
 
 def _under_root(project: Project, display: str) -> str:
     """A model file's path under its model root: ``models/staging/x.sql`` → ``staging/x.sql``."""
-    root = next((r for r in project.model_paths + project.seed_paths if display.startswith(r.rstrip("/") + "/")), "")
+    root = next((r for r in project.model_paths + project.seed_paths + project.snapshot_paths
+                 if display.startswith(r.rstrip("/") + "/")), "")
     return display[len(root.rstrip("/")) + 1:] if root else display
 
 
@@ -325,7 +385,7 @@ def _node(project: Project, display: str, name: str, config: dict[str, Any]) -> 
     """The model or seed as a project's ``generate_schema_name`` sees it (dbt's node fields)."""
     under = _under_root(project, display)
     tags = config.get("tags") or ()
-    return Node(name, "seed" if display.endswith(".csv") else "model", project.name, display, under,
+    return Node(name, _resource_type(project, display), project.name, display, under,
                 (project.name, *under.split("/")[:-1], name), config, tuple([tags] if isinstance(tags, str) else tags))
 
 
@@ -394,11 +454,18 @@ def _model(project: Project, renderer: Renderer, display: str, name: str, first,
             problems.add(Problem(str(error), path, line, hint=error.hint, code=error.code))
     custom = config.get("schema") or (config.get("database") if project.dialect != "dbt" else None)
     schema = renderer.schema_name(custom, defaults.spark.database, _node(project, display, name, config))
-    table_format = str(config.get("table_format") or defaults.table_format).lower()
+    snapshot = isinstance(kind, SnapshotKind)
+    if snapshot and kind.target_schema:  # dbt's older config: the schema as written
+        schema = kind.target_schema
+    table_format = str(config.get("table_format") or ("delta" if snapshot else defaults.table_format)).lower()
     if table_format not in TABLE_FORMATS:
         path, line = origin.get("table_format", (display, 1))
         problems.add(Problem(f"table_format '{config['table_format']}' is not a table format", path, line,
                              hint="write table_format='delta' or table_format='parquet'", code="bad-config"))
+    elif snapshot and table_format != "delta":
+        path, line = origin.get("table_format", (display, 1))
+        problems.add(Problem("a snapshot needs the delta table format (its history is kept by MERGE)", path, line,
+                             code="bad-config", hint="set file_format='delta' (table_format='delta'), or leave it out"))
     elif kind is not None and getattr(kind, "incremental_strategy", None) == "merge" and table_format != "delta":
         path, line = origin.get("incremental_strategy", (display, 1))
         problems.add(Problem("incremental_strategy 'merge' needs the delta table format", path, line, code="bad-config",
@@ -724,7 +791,8 @@ def _load_model_docs(project: Project) -> dict[str, LineDict]:
     seeds) by name, each tagged with its file path."""
     problems: list[Problem] = []
     docs: dict[str, LineDict] = {}
-    files = sorted(set(project.files("models", (".yml", ".yaml")) + project.files("seeds", (".yml", ".yaml"))))
+    files = sorted(set(project.files("models", (".yml", ".yaml")) + project.files("seeds", (".yml", ".yaml"))
+                       + project.files("snapshots", (".yml", ".yaml"))))
     for path in files:
         display = project.relative(path)
         data = load_yaml(path, display)
@@ -732,7 +800,7 @@ def _load_model_docs(project: Project) -> dict[str, LineDict]:
             continue
         lists = [key for key in _DOC_LISTS if isinstance(data, LineDict) and isinstance(data.get(key), list)]
         if not lists and not (project.dialect == "dbt" and isinstance(data, LineDict)):
-            problems.append(Problem("a model docs file must hold 'models:' (or 'seeds:'), a list", display, 1, code="yaml",
+            problems.append(Problem("a model docs file must hold 'models:' (or 'seeds:', 'snapshots:'), a list", display, 1, code="yaml",
                                     hint="start the file with 'models:' and list models under it as '- name: ...'"))
             continue
         problems += check_keys(data, {"version", *_DOC_LISTS, *(_DBT_DOC_KEYS if project.dialect == "dbt" else ())},
@@ -745,10 +813,10 @@ def _load_model_docs(project: Project) -> dict[str, LineDict]:
     return docs
 
 
-_DOC_LISTS = ("models", "seeds")
+_DOC_LISTS = ("models", "seeds", "snapshots")
 #: more keys of a dbt schema YAML file (sources: compiler/dbt/sources.py; the others are not read)
-_DBT_DOC_KEYS = ("sources", "macros", "exposures", "metrics", "semantic_models", "saved_queries", "unit_tests", "snapshots",
-                 "analyses", "groups")
+_DBT_DOC_KEYS = ("sources", "macros", "exposures", "metrics", "semantic_models", "saved_queries", "unit_tests", "analyses",
+                 "groups")
 
 
 def _add_doc_entry(docs: dict[str, LineDict], entry: object, display: str, line: int, what: str,
@@ -757,12 +825,14 @@ def _add_doc_entry(docs: dict[str, LineDict], entry: object, display: str, line:
         return [Problem(f"each entry of '{what}s:' needs a name", display, getattr(entry, "line", line),
                         hint=f"write '- name: <{what}>' with description/columns under it", code="yaml")]
     name = str(entry["name"])
-    problems = check_keys(entry, _DOC_MODEL_KEYS | (_DBT_MODEL_KEYS if dbt else set()), display, f"{what} '{name}' docs")
+    allowed = _DOC_MODEL_KEYS | (_DBT_MODEL_KEYS if dbt else set()) | ({"relation"} if what == "snapshot" else set())
+    problems = check_keys(entry, allowed, display, f"{what} '{name}' docs")
     problems += _doc_shape_problems(entry, display, dbt)
     if name in docs:
         return problems + [Problem(f"{what} '{name}' is documented twice (also {docs[name].path}:{docs[name].line})",
                                    display, entry.line, hint="keep one entry", code="duplicate-docs")]
     entry.path = display  # type: ignore[attr-defined]
+    entry.what = what  # type: ignore[attr-defined]
     docs[name] = entry
     return problems
 

@@ -18,9 +18,9 @@ from .sandbox import UNSAFE_HINT, Sandbox, SecurityError, TooLarge
 from .yamlfile import LineDict, check_keys, load_yaml
 
 PROJECT_FILE = "project.yml"
-_PROJECT_KEYS = {"name", "version", "paths", "vars", "models", "seeds", "tests", "data_tests", "targets", "default_target",
-                 "state"}
-_PATH_KEYS = {"models", "macros", "lineage", "target", "seeds", "tests"}
+_PROJECT_KEYS = {"name", "version", "paths", "vars", "models", "seeds", "snapshots", "tests", "data_tests", "targets",
+                 "default_target", "state"}
+_PATH_KEYS = {"models", "macros", "lineage", "target", "seeds", "tests", "snapshots"}
 _TARGET_KEYS = {"spark", "state", "table_format", "metastore"}
 TABLE_FORMATS = ("delta", "parquet")
 _SPARK_KEYS = {"master", "remote", "app_name", "warehouse_dir", "metastore_dir", "database", "log_level", "conf"}
@@ -99,6 +99,8 @@ class Project:
     default_target: str
     seed_paths: tuple[str, ...] = ("seeds",)  # seeds/**/*.csv
     seed_defaults: Mapping[str, Any] = field(default_factory=dict)  # the ``seeds:`` block, like ``models:``
+    snapshot_paths: tuple[str, ...] = ("snapshots",)  # {% snapshot %} blocks (*.sql) and YAML snapshots
+    snapshot_defaults: Mapping[str, Any] = field(default_factory=dict)  # the ``snapshots:`` block
     test_defaults: Mapping[str, Any] = field(default_factory=dict)  # the ``tests:`` (``data_tests:``) block
     test_paths: tuple[str, ...] = ("tests",)  # singular data tests; generic ones under <test path>/generic/
     dialect: str = "mvflow"  # "dbt": read from dbt_project.yml, named and configured as dbt does (compiler/dbt/)
@@ -159,7 +161,8 @@ class Project:
         """Files under the model/macro/lineage paths, sorted, so that compile is deterministic. Symbolic
         links that stay inside the project are followed; what cannot be read is ``file_problems``'."""
         roots = {"models": self.model_paths, "macros": self.macro_paths, "lineage": self.lineage_paths,
-                 "seeds": self.seed_paths, "tests": self.test_paths, "docs": self.model_paths + self.docs_paths}[kind]
+                 "seeds": self.seed_paths, "tests": self.test_paths, "docs": self.model_paths + self.docs_paths,
+                 "snapshots": self.snapshot_paths}[kind]
         found: set[Path] = set()
         for root in roots:
             found.update(p for p in _walk(self.root, self.root / root)[0] if p.suffix in suffixes)
@@ -170,7 +173,7 @@ class Project:
         (or a macro, a source…): a broken symbolic link, a link leading out of the project, a named pipe
         or another special file named like a project file, a folder that cannot be read."""
         roots = dict.fromkeys(self.model_paths + self.macro_paths + self.lineage_paths + self.seed_paths + self.test_paths
-                              + self.docs_paths)
+                              + self.docs_paths + self.snapshot_paths)
         problems: dict[Problem, None] = {}
         for root in roots:
             problems.update(dict.fromkeys(_walk(self.root, self.root / root)[1]))
@@ -215,9 +218,10 @@ class Project:
 
     def defaults_with_lines(self, model_path: str, block: str = "models") -> dict[str, tuple[Any, int]]:
         """Like ``defaults_for``, each value with its line in project.yml (0 if unknown); of the
-        ``seeds:`` or ``tests:`` block with ``block``."""
+        ``seeds:``, ``snapshots:`` or ``tests:`` block with ``block``."""
         result: dict[str, tuple[Any, int]] = {}
-        node: Any = {"models": self.model_defaults, "seeds": self.seed_defaults, "tests": self.test_defaults}[block]
+        node: Any = {"models": self.model_defaults, "seeds": self.seed_defaults, "tests": self.test_defaults,
+                     "snapshots": self.snapshot_defaults}[block]
         levels = model_path.split("/")[:-1] + [Path(model_path).stem]  # folders, then a level named after the file (dbt)
         for depth in range(len(levels) + 1):
             if not isinstance(node, Mapping):
@@ -417,12 +421,13 @@ def load_project(root: Path | str, profiles_dir: Path | str | None = None) -> Pr
     paths = _section(data, "paths", problems)
     problems += check_keys(paths, _PATH_KEYS, PROJECT_FILE, "paths")
     _scalar(paths, "target", problems)
-    path_lists = {key: _path_list(paths, key, problems) for key in ("models", "macros", "lineage", "seeds", "tests")}
+    path_lists = {key: _path_list(paths, key, problems) for key in ("models", "macros", "lineage", "seeds", "tests", "snapshots")}
     variables = _section(data, "vars", problems)
     model_defaults = data.get("models") if isinstance(data.get("models"), LineDict) else LineDict()
     if data.get("models") is not None and not isinstance(data.get("models"), LineDict):
         problems.append(_not_a_mapping("'models:'", data, "models", "e.g. models: {+materialized: view, staging: {+schema: staging}}"))
     seed_defaults = _defaults_block(data, "seeds", problems, "e.g. seeds: {+schema: reference}")
+    snapshot_defaults = _defaults_block(data, "snapshots", problems, "e.g. snapshots: {+schema: history}")
     test_defaults = _defaults_block(data, "data_tests" if "data_tests" in data else "tests", problems,
                                     "e.g. tests: {+severity: warn}")
     targets, default_target = _load_targets(root, data, problems)
@@ -441,6 +446,8 @@ def load_project(root: Path | str, profiles_dir: Path | str | None = None) -> Pr
         vars=dict(variables),
         model_defaults=model_defaults,
         seed_defaults=seed_defaults,
+        snapshot_paths=path_lists["snapshots"],
+        snapshot_defaults=snapshot_defaults,
         test_defaults=test_defaults,
         targets=targets,
         default_target=default_target,

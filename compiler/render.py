@@ -393,7 +393,7 @@ class _ProjectLoader(jinja2.BaseLoader):
         except ProjectError as exc:
             raise CompileError(exc.problems) from exc
         mtime = path.stat().st_mtime
-        return _test_blocks_as_macros(text), str(path), lambda: path.is_file() and path.stat().st_mtime == mtime
+        return _snapshot_blocks_as_ifs(_test_blocks_as_macros(text)), str(path), lambda: path.is_file() and path.stat().st_mtime == mtime
 
 
 def _test_blocks_as_macros(text: str) -> str:
@@ -409,6 +409,56 @@ def _test_blocks_as_macros(text: str) -> str:
 
 _TEST_BLOCK = re.compile(r"(\{%-?)\s*test\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 _END_TEST = re.compile(r"(\{%-?)\s*endtest\s*(-?)%\}")
+
+
+def snapshot_names(text: str) -> list[str]:
+    """The names of dbt's ``{% snapshot name %}`` blocks in a file, in order.
+
+    >>> snapshot_names("{% snapshot a %} select 1 {% endsnapshot %} {%- snapshot b -%} x {% endsnapshot %}")
+    ['a', 'b']
+    """
+    return [m.group(2) for m in _SNAPSHOT_BLOCK.finditer(text)]
+
+
+def _snapshot_blocks_as_ifs(text: str) -> str:
+    """Each ``{% snapshot name %}…{% endsnapshot %}`` renders only when the snapshot rendered is
+    ``name`` (``SnapshotBlock``): rewritten in place (line numbers unchanged).
+
+    >>> _snapshot_blocks_as_ifs("{% snapshot orders %} select 1 {%- endsnapshot %}")
+    "{% if mvflow_snapshot == 'orders' %} select 1 {%- endif %}"
+    """
+    text = _SNAPSHOT_BLOCK.sub(lambda m: f"{m.group(1)} if mvflow_snapshot == '{m.group(2)}' {m.group(3)}", text)
+    return _END_SNAPSHOT.sub(lambda m: f"{m.group(1)} endif {m.group(2)}", text)
+
+
+_SNAPSHOT_BLOCK = re.compile(r"(\{%-?)\s*snapshot\s+([A-Za-z_][A-Za-z0-9_]*)\s*(-?%\})")
+_END_SNAPSHOT = re.compile(r"(\{%-?)\s*endsnapshot\s*(-?%\})")
+
+
+@dataclass(frozen=True)
+class SnapshotBlock:
+    """One ``{% snapshot %}`` block of a file, rendered as a model's template is."""
+
+    template: jinja2.Template
+    snapshot: str
+
+    @property
+    def name(self) -> str | None:
+        return self.template.name
+
+    def render(self) -> str:
+        return self.template.render(mvflow_snapshot=self.snapshot)
+
+
+@dataclass(frozen=True)
+class YamlSnapshot:
+    """A YAML snapshot's ``select * from {{ relation }}``, named after its YAML file."""
+
+    template: jinja2.Template
+    name: str
+
+    def render(self) -> str:
+        return self.template.render()
 
 
 class _This:

@@ -8,7 +8,7 @@ given schemas are then dumped from that session.
 
 PLAN: ``{"flags": [...], "conf": {...}, "schemas": [...], "steps": [...]}``, a step either
 ``{"dbt": [args], "must_pass": bool, "results": "key"}`` (``results``: keep its run_results.json or
-sources.json under that key) or ``{"append": path, "text": "..."}``. OUT: ``{"exits": [...],
+sources.json under that key), ``{"append": path, "text": "..."}`` or ``{"write": path, "text": "..."}``. OUT: ``{"exits": [...],
 "<key>": <json>, ..., "relations": {schema.table: {"columns", "rows"}}}``.
 """
 
@@ -26,14 +26,16 @@ def main(plan_path: str, out_path: str) -> None:
     plan = json.loads(Path(plan_path).read_text())
     runner, out = dbtRunner(), {"exits": []}
     for step in plan["steps"]:
-        if "append" in step:
-            with open(step["append"], "a") as handle:
+        if "append" in step or "write" in step:
+            with open(step.get("append") or step["write"], "a" if "append" in step else "w") as handle:
                 handle.write(step["text"])
             continue
         result = runner.invoke([*step["dbt"], *plan["flags"]])
         out["exits"].append(0 if result.success else 1)
         if step.get("must_pass") and not result.success:
-            raise SystemExit(f"dbt {' '.join(step['dbt'])} failed: {result.exception}")
+            errors = [f"{r.node.name}: {r.message}" for r in getattr(result.result, "results", None) or []
+                      if str(r.status) in ("error", "fail")]
+            raise SystemExit(f"dbt {' '.join(step['dbt'])} failed: {result.exception or errors}")
         if "results" in step:
             out[step["results"]] = json.loads(Path(step["file"]).read_text())
     builder = SparkSession.builder

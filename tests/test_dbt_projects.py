@@ -33,8 +33,11 @@ sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=im
 from shop_packages import package_repository, with_package  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "dbt_shop"
-SCHEMAS = ("shop_dev", "shop_dev_raw", "shop_dev_marts", "shop_dev_dbt_test__audit")
+SCHEMAS = ("shop_dev", "shop_dev_raw", "shop_dev_marts", "shop_dev_dbt_test__audit", "shop_dev_history")
 NEW_ORDER = "8,2,2024-03-20,placed\n"
+#: raw_tickets in the second pass: 1 updated, 2 with another owner, 3 deleted, 4 given a state, 5 new
+TICKETS = ("id,owner,state,updated_at\n1,ann,closed,2024-01-02 10:00:00\n2,bea,open,2024-01-01 09:00:00\n"
+           "4,dee,open,2024-01-03 09:00:00\n5,eve,open,2024-01-03 09:00:00\n")
 
 
 def dbt_conf(work: Path) -> dict[str, str]:
@@ -66,7 +69,8 @@ def dbt_side(tmp_path_factory) -> dict:
     for grow in (False, True):
         if grow:
             steps.append({"append": str(project / "data" / "raw_orders.csv"), "text": NEW_ORDER})
-        steps += [{"dbt": ["seed"], "must_pass": True}, {"dbt": ["run"], "must_pass": True},
+            steps.append({"write": str(project / "data" / "raw_tickets.csv"), "text": TICKETS})
+        steps += [{"dbt": ["seed"], "must_pass": True}, {"dbt": ["snapshot"], "must_pass": True}, {"dbt": ["run"], "must_pass": True},
                   {"dbt": ["test"], "results": f"test{int(grow)}", "file": str(target / "run_results.json")}]
     steps.append({"dbt": ["source", "freshness"], "results": "freshness", "file": str(target / "sources.json")})
     plan, out = work / "plan.json", work / "out.json"
@@ -117,6 +121,23 @@ def _exit_code(command) -> int:
     return 0
 
 
+def without_run_times(relation: dict) -> dict:
+    """A snapshot's times of the run (``current_timestamp()``: every time after 2025 but dbt_valid_to_current's)
+    as NOW, and the ids hashed from them (a version stamped with the run's time) as ID: the two tools
+    ran at different times."""
+    def now(value: str | None) -> bool:
+        return value is not None and "2025" <= value < "9999" and value[4:5] == "-"
+
+    if "dbt_scd_id" not in relation["columns"]:
+        return relation
+    scd = relation["columns"].index("dbt_scd_id")
+    rows = []
+    for row in relation["rows"]:
+        stamped = any(now(value) for column, value in zip(relation["columns"], row) if column in ("dbt_valid_from", "dbt_updated_at"))
+        rows.append(["ID" if stamped and i == scd else "NOW" if now(value) else value for i, value in enumerate(row)])
+    return {"columns": relation["columns"], "rows": rows}
+
+
 def comparable(relation: dict) -> tuple[list[str], list[tuple]]:
     """Columns in order of name, rows sorted: where the two tools may order them differently."""
     order = sorted(range(len(relation["columns"])), key=lambda i: relation["columns"][i])
@@ -136,7 +157,8 @@ def test_a_dbt_project_gives_dbts_tables_and_verdicts(spark, tmp_path, dbt_side,
             if grow:
                 with (project / "data" / "raw_orders.csv").open("a") as handle:
                     handle.write(NEW_ORDER)
-            for command in ("seed", "run", "test"):  # each exits only on a failure (a warning is none)
+                (project / "data" / "raw_tickets.csv").write_text(TICKETS)
+            for command in ("seed", "snapshot", "run", "test"):  # each exits only on a failure (a warning is none)
                 main(["--project-dir", str(project), command])
             verdicts.append(mvflow_verdicts(project / "target" / "run_results.json"))
         out, err = capsys.readouterr()
@@ -156,8 +178,9 @@ def test_a_dbt_project_gives_dbts_tables_and_verdicts(spark, tmp_path, dbt_side,
         assert {"shop_dev.run_log", "shop_dev_raw.raw_stores", "shop_dev_marts.order_status", "shop_dev_marts.daily_orders",
                 "shop_dev_marts.order_dates", "shop_dev_marts.order_keys",
                 "shop_dev_dbt_test__audit.relationships_stg_orders_96411fe0c89b49c3f4da955dfd358ba0"} <= set(theirs)
+        assert {"shop_dev_history.tickets_history", "shop_dev_history.ticket_states", "shop_dev_history.tickets_since"} <= set(theirs)
         for name in sorted(theirs):
-            assert comparable(ours[name]) == comparable(theirs[name]), name
+            assert comparable(without_run_times(ours[name])) == comparable(without_run_times(theirs[name])), name
         assert len(theirs["shop_dev_marts.order_events"]["rows"]) == 8  # the incremental pass appended one row
 
         shown = capsys.readouterr()
@@ -377,7 +400,7 @@ def test_the_dbt_commands_a_dbt_user_types_work_or_say_what_to_use(tmp_path, cap
     settings = project / "dbt_project.yml"
     settings.write_text(settings.read_text() + "clean-targets: [target, dbt_packages]\n")
     assert _exit_code(lambda: main(["--project-dir", str(project), "parse"])) == 0
-    assert "parsed 14 models, 19 tests, 2 sources" in capsys.readouterr().out and not (project / "target").exists()
+    assert "parsed 18 models, 19 tests, 2 sources" in capsys.readouterr().out and not (project / "target").exists()
     main(["--project-dir", str(project), "ls"])
     listed = capsys.readouterr().out
     main(["--project-dir", str(project), "list"])
@@ -398,7 +421,7 @@ def test_the_dbt_commands_a_dbt_user_types_work_or_say_what_to_use(tmp_path, cap
     assert (tmp_path / "elsewhere").is_dir()
     main(["--project-dir", str(project), "deps"])
     assert capsys.readouterr().out.strip() == "no packages to install (packages.yml or dependencies.yml lists none)"
-    for command in (["snapshot", "-s", "x"], ["retry"], ["run-operation", "grant", "--args", "{a: 1}"]):
+    for command in (["retry"], ["run-operation", "grant", "--args", "{a: 1}"]):
         assert _exit_code(lambda: main(["--project-dir", str(project), *command])) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"error: mvflow {command[0]}: ") and err.count("\n") == 1 and "Traceback" not in err

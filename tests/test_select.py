@@ -150,7 +150,7 @@ def test_unknown_method_lists_the_methods(graph):
 def test_unknown_kind_lists_the_kinds(graph):
     with pytest.raises(SelectionError) as info:
         select(graph, ["kind:tabel"])
-    assert info.value.problems[0].hint == "kinds: view, table, mv, fact, seed, incremental, ephemeral, numerator, test"
+    assert info.value.problems[0].hint == "kinds: view, table, mv, fact, seed, incremental, ephemeral, numerator, snapshot, test"
 
 
 def test_unknown_name_says_did_you_mean(graph):

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 #: dbt command → what to do in mvflow instead
 NOT_HERE = {
-    "snapshot": "snapshots are not supported yet — an mv keeps each key's current row; a fact keeps every change by position",
     "retry": "mvflow has no retry — run `mvflow build -s <model>+` for the models target/run_results.json lists as error "
              "(mv, fact and numerator models redo an interrupted batch by themselves)",
     "run-operation": "macros are not run against the database — put the SQL in on-run-start/on-run-end hooks, or read "

@@ -13,13 +13,13 @@ HOOKS = {"pre-hook", "pre_hook", "post-hook", "post_hook"}
 RENAMED = {"pre-hook": "before", "pre_hook": "before", "post-hook": "after", "post_hook": "after", "file_format": "table_format"}
 #: dbt settings that change nothing mvflow writes (documentation, access control metadata)
 SILENT = {"meta", "docs", "persist_docs", "access", "group", "database", "quoting", "labels", "contract", "grants",
-          "event_time", "description"}
+          "event_time", "description", "target_database"}
 #: dbt settings whose default mvflow follows: another value is said once per model
 DEFAULTS = {"on_schema_change": "ignore", "incremental_predicates": None}
 #: dbt settings mvflow does not apply, said once per model
 UNSUPPORTED = {"clustered_by", "buckets", "location_root", "tblproperties", "options", "merge_update_columns",
                "merge_exclude_columns", "copy_grants", "snapshot_meta_column_names"}
-MATERIALIZATIONS = {"view", "table", "incremental", "ephemeral", "seed"}
+MATERIALIZATIONS = {"view", "table", "incremental", "ephemeral", "seed", "snapshot"}
 TABLE_FORMATS = {"delta", "parquet"}
 
 

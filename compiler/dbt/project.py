@@ -23,7 +23,8 @@ PROFILES_FILE = "profiles.yml"
 #: dbt_project.yml keys that hold Jinja rendered later (per model or at run time), not at load
 _LATER = {"models", "seeds", "data_tests", "tests", "snapshots", "on-run-start", "on-run-end", "vars"}
 #: config keys whose value is a mapping (not a folder) in a models/seeds block
-_MAPPING_CONFIGS = {"column_types", "meta", "docs", "persist_docs", "grants", "contract", "tblproperties", "quoting"}
+_MAPPING_CONFIGS = {"column_types", "meta", "docs", "persist_docs", "grants", "contract", "tblproperties", "quoting",
+                    "snapshot_meta_column_names"}
 #: dbt configs a folder key can be mistaken for when written without '+'
 CONFIG_NAMES = {
     "materialized", "schema", "alias", "tags", "enabled", "pre-hook", "post-hook", "pre_hook", "post_hook",
@@ -31,6 +32,8 @@ CONFIG_NAMES = {
     "column_types", "quote_columns", "delimiter", "severity", "where", "store_failures", "warn_if", "error_if",
     "fail_calc", "limit", "database", "meta", "docs", "persist_docs", "grants", "contract", "clustered_by", "buckets",
     "location_root", "tblproperties", "description", "quoting", "access", "group",
+    "strategy", "updated_at", "check_cols", "target_schema", "target_database", "hard_deletes", "invalidate_hard_deletes",
+    "dbt_valid_to_current", "snapshot_meta_column_names",
 }
 
 
@@ -58,6 +61,8 @@ def load_dbt_project(root: Path, profiles_dir: Path | str | None = None) -> Proj
         default_target=default,
         seed_paths=_paths(data, "seed-paths", ["seeds"], legacy="data-paths"),
         seed_defaults=config_block(data.get("seeds"), name),
+        snapshot_paths=_paths(data, "snapshot-paths", ["snapshots"]),
+        snapshot_defaults=config_block(data.get("snapshots"), name),
         test_paths=_paths(data, "test-paths", ["tests"]),
         test_defaults=config_block(data.get("data_tests", data.get("tests")), name),
         dialect="dbt",
@@ -172,7 +177,7 @@ def _target(root: Path, name: str, output: Any, display: str, line: int) -> tupl
 
 
 #: schema YAML sections mvflow does not read
-_UNREAD_SECTIONS = ("metrics", "semantic_models", "saved_queries", "snapshots", "analyses")
+_UNREAD_SECTIONS = ("metrics", "semantic_models", "saved_queries", "analyses")
 
 
 def unsupported(project: Project) -> list[Problem]:
@@ -188,9 +193,6 @@ def unsupported(project: Project) -> list[Problem]:
     for path in project.files("models", (".py",)):
         warnings.append(Problem("Python models are not supported: not compiled", project.relative(path), 1,
                                 code="dbt-unsupported", hint="write the model as SQL"))
-    if any((project.root / "snapshots").rglob("*.sql")) if (project.root / "snapshots").is_dir() else False:
-        warnings.append(Problem("snapshots are not supported: snapshots/ is not read", "snapshots", None,
-                                code="dbt-unsupported", hint="an mvflow mv or fact keeps history by key or position"))
     for path in project.files("models", (".yml", ".yaml")):
         data = load_yaml(path, project.relative(path))
         for key in (k for k in _UNREAD_SECTIONS if isinstance(data, LineDict) and data.get(k)):

@@ -11,6 +11,8 @@ compile-time plan, its runner, its verify and what it writes under ``target/run/
 ``incremental``  ``incremental.py``: dbt's: built once, then appended, overwritten by partition or
               merged with the SELECT rendered with ``is_incremental()`` true
 ``ephemeral`` ``ephemeral.py``: dbt's: no table; inlined as a CTE where it is ref()'d
+``snapshot``  ``snapshot.py``: dbt's: a type-2 history of the SELECT by ``unique_key`` (Delta ``MERGE``);
+              ``mvflow snapshot`` and ``build`` run it
 ``numerator``  ``numerator/``: a persistent ``<shard_id, doc_id>`` per key tuple across generations,
               with a versioned state ``T.S.V.G`` (seed 001)
 ============  ==============================================================================
@@ -32,19 +34,20 @@ from .incremental import STRATEGIES as INCREMENTAL_STRATEGIES, IncrementalKind
 from .mv import MV_STRATEGIES, MvKind
 from .numerator import NumeratorKind
 from .seed import SeedKind
+from .snapshot import SnapshotKind
 from .table import TableKind
 from .view import ViewKind
 
 __all__ = ["COMMON_KEYS", "KINDS", "config_keys", "EphemeralKind", "FactKind", "IncrementalKind", "Kind", "KindError", "ModelKind", "MvKind",
-           "NumeratorKind", "SeedKind", "TableKind", "ViewKind",
+           "NumeratorKind", "SeedKind", "SnapshotKind", "TableKind", "ViewKind",
            "create_kind"]
 
 #: Delta refuses more clustering columns (``DELTA_CLUSTER_BY_INVALID_NUM_COLUMNS``).
 MAX_CLUSTER_BY = 4
 
 KINDS: dict[str, type[ModelKind]] = {k.name: k for k in (ViewKind, TableKind, MvKind, FactKind, SeedKind, IncrementalKind,
-                                                         EphemeralKind, NumeratorKind)}
-Kind = ViewKind | TableKind | MvKind | FactKind | SeedKind | IncrementalKind | EphemeralKind | NumeratorKind
+                                                         EphemeralKind, NumeratorKind, SnapshotKind)}
+Kind = ViewKind | TableKind | MvKind | FactKind | SeedKind | IncrementalKind | EphemeralKind | NumeratorKind | SnapshotKind
 
 
 def create_kind(config: Mapping[str, Any]) -> Kind:
@@ -134,7 +137,7 @@ def _coerce(cls: type[ModelKind], key: str, value: Any) -> Any:
         if value not in ON_SCHEMA_CHANGE:
             raise KindError(f"invalid on_schema_change {value!r}", "valid values: " + ", ".join(ON_SCHEMA_CHANGE), "bad-config", key)
         return value
-    if key == "strategy":
+    if key == "strategy" and cls is MvKind:
         if value not in MV_STRATEGIES:
             raise KindError(f"invalid strategy {value!r}", "valid strategies: " + ", ".join(MV_STRATEGIES), "bad-config", key)
         return value
@@ -151,7 +154,7 @@ def _coerce(cls: type[ModelKind], key: str, value: Any) -> Any:
             word = "a number of 0 or more" if zero_ok else "a positive number"
             raise KindError(f"{key} must be {word}, got {value!r}", f"e.g. {key}={default}", "bad-config", key)
         return number
-    if default is None and not isinstance(value, str):
+    if (default is None or isinstance(default, str)) and not isinstance(value, str):
         raise KindError(f"{key} must be a name, got {value!r}", f"e.g. {key}='name'", "bad-config", key)
     return value
 
