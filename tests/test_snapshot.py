@@ -10,6 +10,7 @@ the columns of a new_record deletion null."""
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import textwrap
 from dataclasses import dataclass, field
@@ -210,3 +211,79 @@ def test_a_yaml_snapshot_names_a_ref_or_a_source(tmp_path):
     assert (since.kind.name, since.relation, since.table_format) == ("snapshot", "shop_dev_history.tickets_since", "delta")
     assert manifest.models["ticket_states"].kind.check_cols == ("state", "owner")
     assert [call.name for call in since.refs] == ["raw_tickets"]
+
+
+LIVE = """
+{% snapshot live_feed %}
+{{ config(strategy='timestamp', unique_key='id', updated_at='updated_at', hard_deletes='invalidate') }}
+select id, owner, state, updated_at from {{ source('raw', 'tickets_live') }} where state <> 'spam'
+{% endsnapshot %}
+
+{% snapshot live_whole %}
+{{ config(strategy='timestamp', unique_key='id', updated_at='updated_at', hard_deletes='invalidate') }}
+select * from (select id, owner, state, updated_at from {{ source('raw', 'tickets_live') }} where state <> 'spam') as t
+{% endsnapshot %}
+"""
+LIVE_SOURCE = """
+      - name: tickets_live
+        identifier: tickets_live
+"""
+
+
+def test_a_snapshot_of_a_table_with_a_change_feed_reads_only_the_keys_it_changed(spark, tmp_path, capsys):
+    """live_feed reads one Delta table row by row: after the first run it restages only the keys
+    the table's Change Data Feed names (an update, a delete, an insert, a row leaving the WHERE);
+    live_whole, the same SELECT nested (so read whole, as dbt does), must hold the same history."""
+    project = shutil.copytree(FIXTURE, tmp_path / "shop")
+    (project / "snapshots" / "live.sql").write_text(LIVE)
+    sources = project / "models" / "staging" / "sources.yml"
+    sources.write_text(sources.read_text().replace("    tables:\n", "    tables:" + LIVE_SOURCE, 1))
+    live = "shop_dev_raw.tickets_live"
+    changes = [
+        f"INSERT INTO {live} VALUES (1, 'ann', 'open', TIMESTAMP'{T1}'), (2, 'bob', 'open', TIMESTAMP'{T1}'), "
+        f"(3, 'cid', 'open', TIMESTAMP'{T1}'), (4, 'dee', 'open', TIMESTAMP'{T1}')",
+        f"UPDATE {live} SET state = 'closed', updated_at = TIMESTAMP'{T2}' WHERE id = 1",
+        f"DELETE FROM {live} WHERE id = 3",
+        f"INSERT INTO {live} VALUES (5, 'eve', 'open', TIMESTAMP'{T3}')",
+        f"UPDATE {live} SET state = 'spam', updated_at = TIMESTAMP'{T3}' WHERE id = 4",
+    ]
+    started = datetime.now()
+
+    def snapshot() -> str:
+        capsys.readouterr()
+        main(["--project-dir", str(project), "snapshot", "-s", "live_feed live_whole"])
+        return capsys.readouterr().out
+
+    def history(name: str) -> list[tuple]:
+        rows = spark.table(f"shop_dev_history.{name}").drop("dbt_scd_id").collect()
+        return sorted((tuple("NOW" if isinstance(v, datetime) and v >= started else v for v in row) for row in rows), key=repr)
+
+    try:
+        spark.sql("CREATE DATABASE IF NOT EXISTS shop_dev_raw")
+        spark.sql(f"CREATE TABLE {live} (id BIGINT, owner STRING, state STRING, updated_at TIMESTAMP) USING delta "
+                  "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+        spark.sql(changes[0])
+        assert "first build: 4 versions" in snapshot()
+        for change in changes[1:]:
+            spark.sql(change)
+        out = snapshot()
+        assert "(the keys shop_dev_raw.tickets_live's change feed names in versions 2..5)" in out, out
+        assert history("live_feed") == history("live_whole")
+        closed_now = [row[0] for row in history("live_feed") if row[-1] == "NOW"]
+        assert len(history("live_feed")) == 6 and sorted(closed_now) == [3, 4]  # 3 deleted, 4 left the WHERE
+        assert "nothing changed: shop_dev_raw.tickets_live is still at version 5" in snapshot()
+        (project / "snapshots" / "live.sql").write_text(LIVE.replace("'spam'", "'junk'"))  # another SELECT: compared whole
+        out = snapshot()
+        assert re.search(r"OK +snapshot live_feed +1 rows in [\d.]+s — 1 new versions, 0 closed;", out), out  # 4 is back
+        assert history("live_feed") == history("live_whole") and len(history("live_feed")) == 7
+
+        spark.sql(f"ALTER TABLE {live} SET TBLPROPERTIES (delta.enableChangeDataFeed = false)")
+        spark.sql(f"UPDATE {live} SET owner = 'eva', updated_at = TIMESTAMP'{T4}' WHERE id = 5")
+        spark.sql(f"ALTER TABLE {live} SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+        out = snapshot()
+        assert "(whole SELECT: reading shop_dev_raw.tickets_live's change feed from version 6 failed" in out, out
+        assert history("live_feed") == history("live_whole") and len(history("live_feed")) == 8
+        assert "Traceback" not in out
+    finally:
+        for schema in SCHEMAS:
+            spark.sql(f"DROP DATABASE IF EXISTS {schema} CASCADE")
