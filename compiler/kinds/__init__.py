@@ -11,7 +11,7 @@ compile-time plan, its runner, its verify and what it writes under ``target/run/
 ``incremental``  ``incremental.py``: dbt's: built once, then appended, overwritten by partition or
               merged with the SELECT rendered with ``is_incremental()`` true
 ``ephemeral`` ``ephemeral.py``: dbt's: no table; inlined as a CTE where it is ref()'d
-``snapshot``  ``snapshot.py``: dbt's: a type-2 history of the SELECT by ``unique_key`` (Delta ``MERGE``);
+``snapshot``  ``snapshot/``: dbt's: a type-2 history of the SELECT by ``unique_key`` (Delta ``MERGE``);
               ``mvflow snapshot`` and ``build`` run it
 ``numerator``  ``numerator/``: a persistent ``<shard_id, doc_id>`` per key tuple across generations,
               with a versioned state ``T.S.V.G`` (seed 001)
