@@ -22,7 +22,7 @@ import networkx as nx
 from . import failures
 from .catalog.record import RunCatalog
 from .manifest import Manifest, Model
-from .graph import model_id
+from .graph import model_id, node_name
 from .phases import PhaseHook, no_phase
 from .progress import Printer, task_of
 from .state import open_state_store
@@ -235,7 +235,8 @@ def run_hooks(spark: "SparkSession", manifest: Manifest, which: str, echo: Print
 
 def _selected_dag(manifest: Manifest, selected: list[str]) -> nx.DiGraph:
     """The selection as a DAG: an edge wherever one selected model depends on another,
-    directly or through unselected models. A selected test runs after the models it reads, and
+    directly or through unselected models, or reads a source whose table a selected model (a
+    seed) makes. A selected test runs after the models it reads, and
     the models downstream of the one it tests wait for it (``mvflow build``: a failing test
     skips them); a unit test runs before its model, and its failure skips the model too."""
     ids = {model_id(n): n for n in selected if n in manifest.models}
@@ -243,6 +244,11 @@ def _selected_dag(manifest: Manifest, selected: list[str]) -> nx.DiGraph:
     dag = nx.DiGraph()
     dag.add_nodes_from(selected)
     dag.add_edges_from((ids[a], ids[b]) for a, b in closure.edges if a in ids and b in ids)
+    makers = {manifest.models[n].relation: n for n in ids.values()}  # a dbt source over a seed's table: the seed first
+    for source, reader in closure.edges:
+        maker = makers.get(node_name(source).lower()) if source.startswith("source.") else None
+        if maker is not None and reader in ids and ids[reader] != maker:
+            dag.add_edge(maker, ids[reader])
     for name in (n for n in selected if n in manifest.tests):
         test = manifest.tests[name]
         if test.declaration.test_type == "unit":  # on given rows only: before its model, which it gates (dbt's order)

@@ -193,6 +193,44 @@ def test_a_dbt_project_gives_dbts_tables_and_verdicts(spark, tmp_path, dbt_side,
 
 
 
+@pytest.mark.slow
+def test_dbt_reads_and_continues_what_mvflow_built(tmp_path, dbt_side):
+    """Issue 31 item 9: mvflow builds the project (seeds, snapshots, models) into a warehouse and
+    metastore the profile names; dbt pointed at the same ones then tests mvflow's tables with the
+    verdicts mvflow gave, and takes the next snapshots on mvflow's snapshot tables: the histories
+    dbt-spark itself made over the same two states of the seed."""
+    from bench.peers import dbt_executable
+    from processes import mvflow
+
+    project = shutil.copytree(FIXTURE, tmp_path / "project")
+    conf = {**dbt_conf(tmp_path), "spark.hadoop.javax.jdo.option.ConnectionURL":
+            f"jdbc:derby:;databaseName={tmp_path / 'metastore_db'};create=true"}
+    output = {"type": "spark", "method": "session", "host": "NA", "schema": "shop_dev", "server_side_parameters": conf}
+    (project / "profiles.yml").write_text(json.dumps({"shop": {"target": "dev", "outputs": {"dev": output}}}))
+    mvflow(project, "build")  # seeds, snapshots, models and tests, in one process
+    ours = mvflow_verdicts(project / "target" / "run_results.json")
+    (project / "data" / "raw_tickets.csv").write_text(TICKETS)  # the next state, for dbt's snapshot (no test reads it)
+    mvflow(project, "seed", "-s", "raw_tickets")  # dbt refuses to seed over it: on parquet, mvflow's table is a view
+
+    target = project / "target"
+    steps = [{"dbt": ["test"], "results": "test", "file": str(target / "run_results.json")},
+             {"dbt": ["snapshot"], "must_pass": True}]
+    plan, out = tmp_path / "plan.json", tmp_path / "out.json"
+    plan.write_text(json.dumps({"flags": ["--profiles-dir", str(project), "--project-dir", str(project)], "conf": conf,
+                                "schemas": ["shop_dev_history"], "steps": steps}))
+    dbt = dbt_executable()
+    done = subprocess.run([str(dbt.parent / "python"), str(Path(__file__).parent / "dbt_session.py"), str(plan), str(out)],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+    theirs = json.loads(out.read_text())
+    without_package = {name: verdict for name, verdict in dbt_side["verdicts"][0].items() if not name.startswith("shop_utils")}
+    assert dbt_verdicts(theirs["test"]) == ours == without_package
+    for name in ("tickets_history", "ticket_states", "tickets_since"):
+        relation = f"shop_dev_history.{name}"
+        assert comparable(without_run_times(theirs["relations"][relation])) == \
+            comparable(without_run_times(dbt_side["relations"][relation])), name
+
+
 @pytest.mark.slow  # 45 s of CLI runs; the fast tier refreshes these shapes in tests/test_mv_dbt_style.py
 def test_its_marts_made_mvs_and_nothing_else_changed_refresh_by_key(spark, tmp_path, capsys):
     """The project with `+materialized: mv` on its marts folder: customer_orders (a GROUP BY over staging
@@ -231,6 +269,19 @@ def test_its_marts_made_mvs_and_nothing_else_changed_refresh_by_key(spark, tmp_p
     finally:
         for schema in SCHEMAS:
             spark.sql(f"DROP DATABASE IF EXISTS {schema} CASCADE")
+
+
+def test_build_loads_a_seed_before_what_reads_it_as_a_source():
+    """The fixture's sources are its seeds' tables (as jaffle_shop's): `mvflow build` on an empty
+    warehouse loads them before the models reading them, and does not stop on their absence
+    (the slow test above builds it so)."""
+    from compiler.run import _selected_dag
+
+    manifest = compile_project(load_project(FIXTURE))
+    selected = [name for name, model in manifest.models.items() if model.kind.name != "ephemeral"]
+    dag = _selected_dag(manifest, selected)
+    assert dag.has_edge("raw_orders", "stg_orders") and dag.has_edge("raw_payments", "stg_payments")
+    assert not dag.has_edge("raw_orders", "stg_payments")
 
 
 def test_the_fixture_compiles_as_dbt_names_and_configures_it(tmp_path):

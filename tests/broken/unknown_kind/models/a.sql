@@ -1,3 +1,3 @@
 
-{{ config(materialized='snapshot') }}
+{{ config(materialized='snapshots') }}
 select 1 as x
