@@ -266,13 +266,18 @@ def _snapshot_templates(project: Project, renderer: Renderer, docs: dict[str, Li
     for name, doc in docs.items():
         if getattr(doc, "what", None) != "snapshot" or "relation" not in doc:
             continue
-        relation = str(doc["relation"])
-        if not _RELATION.fullmatch(relation):
+        relation, template = str(doc["relation"]), None
+        if _resource_type(project, doc.path) != "snapshot":
+            problems.add(Problem(f"snapshot '{name}' is defined outside the snapshot folders", doc.path, doc.line,
+                                 code="bad-snapshot", hint=f"move it to a YAML file under {', '.join(project.snapshot_paths)}/ "
+                                                           "(as dbt reads them)"))
+        elif not _RELATION.fullmatch(relation):
             problems.add(Problem(f"snapshot '{name}': relation must be ref('model') or source('source', 'table'), got "
                                  f"{relation!r}", doc.path, doc.line_of("relation"), code="bad-snapshot",
                                  hint="e.g. relation: ref('stg_orders')"))
-            continue
-        found.append((name, doc.path, YamlSnapshot(renderer.env.from_string(f"select * from {{{{ {relation} }}}}\n"), doc.path)))
+        else:
+            template = YamlSnapshot(renderer.env.from_string(f"select * from {{{{ {relation} }}}}\n"), doc.path)
+        found.append((name, doc.path, template))  # None: broken, said above
     return found
 
 

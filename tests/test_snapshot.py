@@ -206,6 +206,11 @@ def test_a_yaml_snapshot_names_a_ref_or_a_source(tmp_path):
     with pytest.raises(CompileError) as error:
         compile_project(load_project(project))
     assert "snapshots/tickets.yml:4: [bad-snapshot] snapshot 'tickets_since': relation must be ref('model')" in str(error.value)
+    assert len(error.value.problems) == 1, str(error.value)
+    shutil.move(project / "snapshots" / "tickets.yml", project / "models" / "tickets.yml")
+    with pytest.raises(CompileError) as error:
+        compile_project(load_project(project))
+    assert "models/tickets.yml:3: [bad-snapshot] snapshot 'tickets_since' is defined outside the snapshot folders" in str(error.value)
     manifest = compile_project(load_project(shutil.copytree(FIXTURE, tmp_path / "again")))
     since = manifest.models["tickets_since"]
     assert (since.kind.name, since.relation, since.table_format) == ("snapshot", "shop_dev_history.tickets_since", "delta")
