@@ -239,6 +239,10 @@ def snapshot(obj: _Context, select, exclude, target, threads) -> None:
 
     manifest = obj.manifest(target, select or ("kind:snapshot",), exclude)
     selected = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name == "snapshot"]
+    if not selected:
+        folders = ", ".join(f"{p}/" for p in manifest.project.snapshot_paths)
+        click.echo(f"nothing to do: no snapshot selected ({{% snapshot %}} blocks and YAML snapshots live under {folders})")
+        return
     _locked_run(manifest, target, selected, threads)
 
 

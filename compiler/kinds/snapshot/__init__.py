@@ -17,9 +17,11 @@ project's snapshot table is the same row for row:
 (``dbt_is_deleted``). A column added to the SELECT is added to the table first (older versions
 hold null); with the ``check`` strategy every current row then counts as changed (dbt's rule).
 
-The SQL is written here rather than read from dbt's macros: it must run without dbt installed,
-and its text is what ``target/run/<snapshot>.sql`` shows. A snapshot's history cannot be
-recomputed from its SELECT, so ``--full-refresh`` leaves it as it is (as dbt does).
+The SQL (``sql.py``) is written here rather than read from dbt's macros: it must run without dbt
+installed, and its text is what ``target/run/<snapshot>.sql`` shows. A snapshot's history cannot
+be recomputed from its SELECT, so ``--full-refresh`` leaves it as it is (as dbt does). Where the
+SELECT reads one Delta table with a Change Data Feed, a run restages only the keys the feed names
+(``changes.py``).
 """
 
 from __future__ import annotations
