@@ -220,11 +220,16 @@ def run(obj: _Context, select, exclude, target, threads, **flags) -> None:
 @click.pass_obj
 def seed(obj: _Context, select, exclude, target, threads) -> None:
     """Load the selected seeds (seeds/**/*.csv) into their tables, replacing what they held."""
+    manifest, selected = _of_kind(obj, "seed", select, exclude, target)
+    _locked_run(manifest, target, selected, threads)
+
+
+def _of_kind(obj: _Context, kind: str, select, exclude, target) -> tuple:
+    """The manifest narrowed to the selection (every model of ``kind`` without one), and the selected models of ``kind``."""
     from .select import select as choose
 
-    manifest = obj.manifest(target, select or ("kind:seed",), exclude)
-    selected = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name == "seed"]
-    _locked_run(manifest, target, selected, threads)
+    manifest = obj.manifest(target, select or (f"kind:{kind}",), exclude)
+    return manifest, [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name == kind]
 
 
 @cli.command()
@@ -235,10 +240,7 @@ def seed(obj: _Context, select, exclude, target, threads) -> None:
 @click.pass_obj
 def snapshot(obj: _Context, select, exclude, target, threads) -> None:
     """Take the selected snapshots (dbt's): changed rows close their current version and open a new one."""
-    from .select import select as choose
-
-    manifest = obj.manifest(target, select or ("kind:snapshot",), exclude)
-    selected = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.name == "snapshot"]
+    manifest, selected = _of_kind(obj, "snapshot", select, exclude, target)
     if not selected:
         folders = ", ".join(f"{p}/" for p in manifest.project.snapshot_paths)
         click.echo(f"nothing to do: no snapshot selected ({{% snapshot %}} blocks and YAML snapshots live under {folders})")
