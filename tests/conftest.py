@@ -16,6 +16,12 @@ sys.path.insert(0, str(Path(__file__).parent))  # helper modules beside the test
 from tiny_spark import TINY_DATA  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+# The fast tier runs two pytest processes (pytest-xdist), a SparkSession each, on two cores: one task
+# thread and one partition per stage each. With local[2] and two partitions, four task threads
+# contended for the two cores: the MV shape and dbt-style modules took 371 s against 305 (one run
+# after the other, 2026-11-28). Every mvflow process the tests start, the slow tier and the demo keep
+# two partitions or more, so shuffles across partitions stay covered there.
+IN_PROCESS = {**TINY_DATA, "spark.sql.shuffle.partitions": "1", "spark.default.parallelism": "1"}
 
 
 def pytest_sessionstart(session) -> None:
@@ -49,7 +55,7 @@ def spark_target(tmp_path_factory) -> Target:
     return Target(
         name="test",
         spark=SparkSettings(
-            master="local[2]",
+            master="local[1]",
             app_name="mvflow-tests",
             warehouse_dir=base / "warehouse",
             metastore_dir=base / "metastore",
@@ -66,9 +72,9 @@ def spark_target(tmp_path_factory) -> Target:
             # DataNucleus, a getTable per table a statement names) took 15% of the JVM's samples and
             # ~12% of the tier's wall (docs/architecture.md, Tests). Every CLI test's process, the
             # slow tier and `scripts/demo.sh` run on Hive's catalog.
-            conf={**DEFAULT_SPARK_CONF, "spark.default.parallelism": "2", "spark.driver.memory": "3g",
+            conf={**DEFAULT_SPARK_CONF, "spark.driver.memory": "3g",
                   "spark.driver.extraJavaOptions": "-XX:+UseParallelGC", "spark.sql.catalogImplementation": "in-memory",
-                  **TINY_DATA},
+                  **IN_PROCESS},
         ),
         state=StateSettings(path=base / "state.sqlite"),
     )
@@ -90,8 +96,9 @@ def _tiny_data_settings():
     yield
     session = sys.modules["pyspark.sql"].SparkSession._instantiatedSession if "pyspark.sql" in sys.modules else None
     if session is not None:
-        for key, value in TINY_DATA.items():
-            session.conf.set(key, value)
+        for key, value in IN_PROCESS.items():
+            if not key.startswith("spark.default."):  # a static setting
+                session.conf.set(key, value)
 
 
 def write_project(root: Path, files: dict[str, str]) -> Path:
