@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # contended for the two cores: the MV shape and dbt-style modules took 371 s against 305 (one run
 # after the other, 2026-11-28). Every mvflow process the tests start, the slow tier and the demo keep
 # two partitions or more, so shuffles across partitions stay covered there.
-IN_PROCESS = {**TINY_DATA, "spark.sql.shuffle.partitions": "1", "spark.default.parallelism": "1"}
+IN_PROCESS = {**TINY_DATA, "spark.sql.shuffle.partitions": "1"}  # runtime settings, re-applied after every test
 
 
 def pytest_sessionstart(session) -> None:
@@ -72,7 +72,7 @@ def spark_target(tmp_path_factory) -> Target:
             # DataNucleus, a getTable per table a statement names) took 15% of the JVM's samples and
             # ~12% of the tier's wall (docs/architecture.md, Tests). Every CLI test's process, the
             # slow tier and `scripts/demo.sh` run on Hive's catalog.
-            conf={**DEFAULT_SPARK_CONF, "spark.driver.memory": "3g",
+            conf={**DEFAULT_SPARK_CONF, "spark.default.parallelism": "1", "spark.driver.memory": "3g",
                   "spark.driver.extraJavaOptions": "-XX:+UseParallelGC", "spark.sql.catalogImplementation": "in-memory",
                   **IN_PROCESS},
         ),
@@ -97,8 +97,7 @@ def _tiny_data_settings():
     session = sys.modules["pyspark.sql"].SparkSession._instantiatedSession if "pyspark.sql" in sys.modules else None
     if session is not None:
         for key, value in IN_PROCESS.items():
-            if not key.startswith("spark.default."):  # a static setting
-                session.conf.set(key, value)
+            session.conf.set(key, value)
 
 
 def write_project(root: Path, files: dict[str, str]) -> Path:
