@@ -176,7 +176,7 @@ def _actual_columns(spark: Any, table: str) -> list[str] | None:
     if spark is None:
         return None
     try:
-        return [c.name for c in spark.catalog.listColumns(table)]
+        return spark.table(table).columns  # no job, unlike catalog.listColumns
     except Exception:  # noqa: BLE001 - only a better hint is lost
         return None
 

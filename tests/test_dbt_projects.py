@@ -104,12 +104,12 @@ def relations(spark) -> dict:
     for schema in SCHEMAS:
         if not spark.catalog.databaseExists(schema):
             continue
-        for table in spark.catalog.listTables(schema):
-            if "__mvflow_" in table.name:  # the physical slots behind a table model's view
+        for table in spark.sql(f"SHOW TABLES IN {schema}").collect():
+            if "__mvflow_" in table.tableName:  # the physical slots behind a table model's view
                 continue
-            frame = spark.table(f"{schema}.{table.name}")
-            found[f"{schema}.{table.name}"] = {"columns": frame.columns,
-                                               "rows": [[None if v is None else str(v) for v in r] for r in frame.collect()]}
+            frame = spark.table(f"{schema}.{table.tableName}")
+            found[f"{schema}.{table.tableName}"] = {"columns": frame.columns,
+                                                    "rows": [[None if v is None else str(v) for v in r] for r in frame.collect()]}
     return found
 
 

@@ -79,8 +79,8 @@ def test_unit_tests_run_on_given_rows_without_building_anything(spark, shop, cap
         with pytest.raises(SystemExit) as exit_:
             main(["--project-dir", str(shop), "test", "-s", "test_type:unit"])
         out = capsys.readouterr().out
-        tables = [t.name for db in ("shop_dev", "shop_dev_marts", "shop_dev_raw") if spark.catalog.databaseExists(db)
-                  for t in spark.catalog.listTables(db)]
+        tables = [t.tableName for db in ("shop_dev", "shop_dev_marts", "shop_dev_raw") if spark.catalog.databaseExists(db)
+                  for t in spark.sql(f"SHOW TABLES IN {db}").collect()]
     finally:
         for schema in ("shop_dev", "shop_dev_marts", "shop_dev_raw", "shop_dev_dbt_test__audit"):
             spark.sql(f"DROP DATABASE IF EXISTS {schema} CASCADE")

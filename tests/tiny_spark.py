@@ -5,8 +5,8 @@ the tests start (``processes.TINY_CONF``)."""
 # bench-free: ~30% less wall than Spark's defaults). Adaptive execution only adds jobs there (each
 # shuffle stage its own: 29 jobs a batch against 23); generating and JIT-compiling a whole stage's
 # code for every new query costs more than interpreting a few rows (the JVM's CPU went to its
-# compilers). Not spark.sql.codegen.factoryMode=NO_CODEGEN: catalog.listTables fails under it
-# (EXPRESSION_DECODING_FAILED decoding a catalog Table).
+# compilers). Not spark.sql.codegen.factoryMode=NO_CODEGEN here: the test session sets it
+# (conftest.IN_PROCESS), the mvflow processes run as users' do.
 TINY_DATA = {
     "spark.sql.shuffle.partitions": "2",
     "spark.sql.adaptive.enabled": "false",
