@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # predicate costs more than interpreting them. The MV shape, refresh and Delta source modules took
 # 515 s against 623 (2026-11-29, one run after the other). Under it the catalog's list* calls fail
 # decoding their rows (EXPRESSION_DECODING_FAILED): tests use SHOW TABLES, mvflow neither. The mvflow
-# processes the tests start, the slow tier and the demo generate code as users' runs do.
+# processes the tests start (the slow tier's system tests) and the demo generate code as users' runs do.
 IN_PROCESS = {**TINY_DATA, "spark.sql.shuffle.partitions": "1", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}  # runtime settings, re-applied after every test
 
 
