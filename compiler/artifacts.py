@@ -24,12 +24,16 @@ MANIFEST_VERSION = 1
 
 
 def model_stem(model: Model, manifest: Manifest) -> str:
-    """``models/staging/stg_offers.sql`` → ``staging/stg_offers`` (the path under target/); a data
-    test's is ``tests/<name>``; a snapshot's ``snapshots/<name>`` (a file may hold several)."""
+    """``models/staging/stg_offers.sql`` → ``staging/stg_offers`` (the path under target/); a
+    package's model's is under the package's name (``dbt_utils/x``); a data test's is
+    ``tests/<name>``; a snapshot's ``snapshots/<name>`` (a file may hold several)."""
     if isinstance(model, DataTest):
         return model.target_stem
     stem = model.path.rsplit(".", 1)[0]
-    for root in manifest.project.model_paths:
+    project, package = manifest.project, manifest.project.package_of(model.path)
+    if package is not None:
+        stem = f"{package.name}/{project.under_root(stem)}"
+    for root in project.model_paths if package is None else ():
         prefix = root.rstrip("/") + "/"
         if model.path.startswith(prefix):
             stem = stem[len(prefix):]

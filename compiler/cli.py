@@ -53,7 +53,10 @@ class _Context:
         from dataclasses import replace
 
         project = load_project(self.project_dir, self.profiles_dir)
-        return replace(project, vars={**project.vars, **_parse_vars(self.variables)}) if self.variables else project
+        if not self.variables:
+            return project
+        given = _parse_vars(self.variables)
+        return replace(project, vars={**project.vars, **given}, cli_vars=given)
 
     def manifest(self, target: str | None, select: tuple[str, ...] | None = None, exclude: tuple[str, ...] = ()):
         """The compiled project; with ``select``/``exclude`` (a run's), a model outside them whose SQL

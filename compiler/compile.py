@@ -96,6 +96,7 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
         models = dict(sorted(models.items()))
         graph = _graph(models, sources, unusable, problems)
     aside.settle(problems, models, graph)
+    graph.graph["project"] = project.name  # what ``--select package:<the project>`` selects
     manifest = Manifest(project, defaults.name, defaults.spark.database, sources, models, graph, warnings, cache)
     _infer_columns(manifest, problems)
     aside.settle(problems, models, graph)
@@ -355,9 +356,8 @@ def _model_config(project: Project, renderer: Renderer, display: str, first, doc
         config[key], origin[key] = _merged(config, key, value), where
 
     block = _resource_type(project, display) + "s"
-    for key, (value, line) in project.defaults_with_lines(_under_root(project, display), block).items():
-        where = (project.settings_file, line)
-        put(key, renderer.render_value(value, where) if project.dialect == "dbt" and key not in HOOKS else value, where)
+    for key, (value, where) in project.config_defaults(display, block).items():
+        put(key, renderer.render_value(value, where, display) if project.dialect == "dbt" and key not in HOOKS else value, where)
     doc_config = (doc or {}).get("config") or {}
     for key, value in doc_config.items():
         put(key, value, (doc.path, doc_config.line_of(key) if isinstance(doc_config, LineDict) else doc.line))
@@ -379,19 +379,15 @@ def _merged(config: dict[str, Any], key: str, value: Any) -> Any:
     return _as_list(config[key]) + [t for t in _as_list(value) if t not in _as_list(config[key])]
 
 
-def _under_root(project: Project, display: str) -> str:
-    """A model file's path under its model root: ``models/staging/x.sql`` → ``staging/x.sql``."""
-    root = next((r for r in project.model_paths + project.seed_paths + project.snapshot_paths
-                 if display.startswith(r.rstrip("/") + "/")), "")
-    return display[len(root.rstrip("/")) + 1:] if root else display
-
-
 def _node(project: Project, display: str, name: str, config: dict[str, Any]) -> Node:
-    """The model or seed as a project's ``generate_schema_name`` sees it (dbt's node fields)."""
-    under = _under_root(project, display)
+    """The model or seed as a project's ``generate_schema_name`` sees it (dbt's node fields; a
+    package's file with its package's name and its path in the package)."""
+    under = project.under_root(display)
     tags = config.get("tags") or ()
-    return Node(name, _resource_type(project, display), project.name, display, under,
-                (project.name, *under.split("/")[:-1], name), config, tuple([tags] if isinstance(tags, str) else tags))
+    package = project.package_of(display)
+    owner, file = (package.name, display[len(package.folder) + 1:]) if package else (project.name, display)
+    return Node(name, _resource_type(project, display), owner, file, under, (owner, *under.split("/")[:-1], name), config,
+                tuple([tags] if isinstance(tags, str) else tags))
 
 
 def _check_model_defaults(project: Project, problems: ProblemList) -> list[Problem]:
@@ -405,7 +401,9 @@ def _check_model_defaults(project: Project, problems: ProblemList) -> list[Probl
         return []
     folders = set()
     for path in project.files("models", (".sql",)):
-        parts = _under_root(project, project.relative(path)).split("/")[:-1] + [path.stem]  # a model's own level too
+        if project.package_of(project.relative(path)):
+            continue  # a package's folders are configured under its name
+        parts = project.under_root(project.relative(path)).split("/")[:-1] + [path.stem]  # a model's own level too
         folders.update("/".join(parts[:depth]) for depth in range(1, len(parts) + 1))
     warnings: list[Problem] = []
 
@@ -496,12 +494,15 @@ def _model(project: Project, renderer: Renderer, display: str, name: str, first,
     for hook in ("before", "after"):  # hooks may use {{ this }}, {{ target }}: rendered for this model
         if config.get(hook):
             items = config[hook] if isinstance(config[hook], (list, tuple)) else [config[hook]]
-            config[hook] = [renderer.render_string(str(item), relation) for item in items]
+            with renderer.scope(display):
+                config[hook] = [renderer.render_string(str(item), relation) for item in items]
     tags = tuple(sorted(set(_as_list(config.get("tags"))) | set(_as_list((doc or {}).get("tags")))))
     raw = read_text(project.root / display, display)
+    package = project.package_of(display)
     return Model(
         name=name,
         path=display,
+        package=package.name if package else "",
         kind=kind,
         config=config,
         config_lines={key: line for key, (path, line) in origin.items() if path == display},
@@ -560,7 +561,12 @@ def _graph(models: dict[str, Model], sources: dict[str, Source] | None, unusable
     edges: dict[tuple[str, str], dict[str, Any]] = {}
     for model in models.values():
         for call in model.refs:
-            if call.name in models:
+            if call.name in models and call.package not in (None, models[call.name].package):
+                where = f"package '{models[call.name].package}'" if models[call.name].package else "the project"
+                named = f"package '{call.package}'" if call.package else "the project"
+                problems.add(Problem(f"ref() looks for '{call.name}' in {named}, and it is in {where}", model.path, call.line,
+                                     hint=f"write ref('{call.name}')", code="unknown-ref"))
+            elif call.name in models:
                 edges.setdefault((model_id(call.name), model_id(model.name)), {"path": model.path, "line": call.line})
             elif unusable.get(call.name) == "disabled":
                 problems.add(Problem(f"ref('{call.name}'): that model is disabled (enabled=false)", model.path, call.line,
@@ -579,7 +585,7 @@ def _graph(models: dict[str, Model], sources: dict[str, Source] | None, unusable
                 hint = "did you mean source('{}', '{}')?".format(*close[0].split(".", 1)) if close else "declare it in lineage/*.yml"
                 problems.add(Problem(f"source('{db}', '{table}'): no such source", model.path, call.line, hint=hint,
                                      code="unknown-source"))
-    nodes = [(model_id(m.name), {"kind": m.kind.name, "tags": m.tags, "path": m.path,
+    nodes = [(model_id(m.name), {"kind": m.kind.name, "tags": m.tags, "path": m.path, "package": m.package,
                                  **({"owner": model_id(m.owner)} if m.owner else {})}) for m in models.values()]
     nodes += [(source_id(s.id), {"kind": "source", "tags": s.tags, "path": s.path}) for s in (sources or {}).values()]
     try:

@@ -58,6 +58,7 @@ class Model:
     incremental_sql: str = ""  # an incremental model's SELECT with is_incremental() true (kinds/incremental.py)
     constraint_key: DeclaredKey | None = None  # dbt's constraints: primary_key in its YAML (declared_keys.py)
     owner: str = ""  # an mv lifted out of the mv ``owner`` (kinds/mv/lift.py): selected and run with it
+    package: str = ""  # the installed dbt package whose file it is ("": the project's own)
     mv_query: exp.Query | None = field(default=None, repr=False, compare=False)  # an mv's SELECT reading its lifted mvs
     _ast: exp.Query | None = field(default=None, init=False, repr=False, compare=False)
     _parse_later: bool = field(default=False, init=False, repr=False, compare=False)

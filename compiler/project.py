@@ -8,7 +8,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import jinja2
 
@@ -16,6 +16,9 @@ from .errors import Problem, ProjectError
 from .files import MAX_MODEL_BYTES
 from .sandbox import UNSAFE_HINT, Sandbox, SecurityError, TooLarge
 from .yamlfile import LineDict, check_keys, load_yaml
+
+if TYPE_CHECKING:
+    from .dbt.packages import Package
 
 PROJECT_FILE = "project.yml"
 _PROJECT_KEYS = {"name", "version", "paths", "vars", "models", "seeds", "snapshots", "tests", "data_tests", "targets",
@@ -110,6 +113,8 @@ class Project:
     flags: Mapping[str, Any] = field(default_factory=dict)  # dbt's behavior flags (dbt_project.yml ``flags:``)
     dispatch: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # dbt's ``dispatch:``: namespace → search order
     unusable_targets: Mapping[str, Problem] = field(default_factory=dict)  # a profile output mvflow cannot run
+    packages: tuple["Package", ...] = ()  # a dbt project's installed packages, whose files it builds too
+    cli_vars: Mapping[str, Any] = field(default_factory=dict)  # --vars: over every var, a package's too
     targets_line: int = 0  # line of 'targets:' in project.yml, for errors
     model_paths_line: int = 0  # line of 'paths: models:' (or of what holds it), for errors
 
@@ -160,8 +165,9 @@ class Project:
     def files(self, kind: str, suffixes: tuple[str, ...]) -> list[Path]:
         """Files under the model/macro/lineage paths, sorted, so that compile is deterministic. Symbolic
         links that stay inside the project are followed; what cannot be read is ``file_problems``'."""
-        roots = {"models": self.model_paths, "macros": self.macro_paths, "lineage": self.lineage_paths,
-                 "seeds": self.seed_paths, "tests": self.test_paths, "docs": self.model_paths + self.docs_paths,
+        roots = {"models": self.model_paths + self._package_paths("models"), "macros": self.macro_paths,
+                 "lineage": self.lineage_paths, "seeds": self.seed_paths + self._package_paths("seeds"),
+                 "tests": self.test_paths, "docs": self.model_paths + self._package_paths("models") + self.docs_paths,
                  "snapshots": self.snapshot_paths}[kind]
         found: set[Path] = set()
         for root in roots:
@@ -173,11 +179,47 @@ class Project:
         (or a macro, a source…): a broken symbolic link, a link leading out of the project, a named pipe
         or another special file named like a project file, a folder that cannot be read."""
         roots = dict.fromkeys(self.model_paths + self.macro_paths + self.lineage_paths + self.seed_paths + self.test_paths
-                              + self.docs_paths + self.snapshot_paths)
+                              + self.docs_paths + self.snapshot_paths + self._package_paths("models")
+                              + self._package_paths("seeds"))
         problems: dict[Problem, None] = {}
         for root in roots:
             problems.update(dict.fromkeys(_walk(self.root, self.root / root)[1]))
         return list(problems)
+
+    def _package_paths(self, kind: str) -> tuple[str, ...]:
+        return tuple(path for package in self.packages for path in package.paths(kind))
+
+    def package_of(self, display: str | None) -> "Package | None":
+        """The installed package that holds the project-relative file ``display`` (None: the project's own)."""
+        return next((p for p in self.packages if display and display.startswith(p.folder + "/")), None)
+
+    def under_root(self, display: str) -> str:
+        """A file's path under its model, seed or snapshot folder: ``models/staging/x.sql`` →
+        ``staging/x.sql`` (a package's too: ``dbt_packages/p/models/x.sql`` → ``x.sql``)."""
+        roots = self.model_paths + self.seed_paths + self.snapshot_paths + self._package_paths("models") \
+            + self._package_paths("seeds")
+        root = max((r.rstrip("/") for r in roots if display.startswith(r.rstrip("/") + "/")), key=len, default="")
+        return display[len(root) + 1:] if root else display
+
+    def var_layers(self, display: str | None = None) -> list[Mapping[str, Any]]:
+        """Where ``var()`` looks, first to last, in the file ``display`` (a package's file sees its
+        package's vars under the project's: ``Package.var_layers``); ``--vars`` first."""
+        package = self.package_of(display)
+        scoped = self.vars.get(self.name)
+        own = [scoped if isinstance(scoped, Mapping) else {}, self.vars]
+        return [self.cli_vars, *(package.var_layers(self.vars) if package else own)]
+
+    def config_defaults(self, display: str, block: str = "models") -> dict[str, tuple[Any, tuple[str, int]]]:
+        """``defaults_with_lines`` of the file ``display``, each value with where it is set (file,
+        line): a package's file is configured by its package's block, then by the project's block
+        under the package's name (which wins, as in dbt)."""
+        package = self.package_of(display)
+        layers = package.defaults.get(block, ()) if package else ((self._block(block), self.settings_file),)
+        result: dict[str, tuple[Any, tuple[str, int]]] = {}
+        for node, file in layers:
+            for key, (value, line) in _folder_defaults(node, self.under_root(display), result).items():
+                result[key] = (value, (file, line))
+        return result
 
     def generic_test_files(self) -> list[Path]:
         """``<test path>/generic/**/*.sql``: ``{% test %}`` blocks, loaded like macros."""
@@ -219,22 +261,31 @@ class Project:
     def defaults_with_lines(self, model_path: str, block: str = "models") -> dict[str, tuple[Any, int]]:
         """Like ``defaults_for``, each value with its line in project.yml (0 if unknown); of the
         ``seeds:``, ``snapshots:`` or ``tests:`` block with ``block``."""
-        result: dict[str, tuple[Any, int]] = {}
-        node: Any = {"models": self.model_defaults, "seeds": self.seed_defaults, "tests": self.test_defaults,
-                     "snapshots": self.snapshot_defaults}[block]
-        levels = model_path.split("/")[:-1] + [Path(model_path).stem]  # folders, then a level named after the file (dbt)
-        for depth in range(len(levels) + 1):
-            if not isinstance(node, Mapping):
-                break
-            lines = node.line_of if isinstance(node, LineDict) else (lambda key: 0)
-            for key, value in node.items():
-                if key == "+tags" and "tags" in result:  # tags add up, like dbt's
-                    value = _as_list(result["tags"][0]) + [t for t in _as_list(value) if t not in _as_list(result["tags"][0])]
-                if key.startswith("+"):
-                    result[key[1:]] = (value, lines(key))
-            if depth < len(levels):
-                node = node.get(levels[depth])
-        return result
+        return _folder_defaults(self._block(block), model_path, {})
+
+    def _block(self, block: str) -> Mapping[str, Any]:
+        return {"models": self.model_defaults, "seeds": self.seed_defaults, "tests": self.test_defaults,
+                "snapshots": self.snapshot_defaults}[block]
+
+
+def _folder_defaults(node: Any, model_path: str, above: Mapping[str, tuple[Any, Any]]) -> dict[str, tuple[Any, int]]:
+    """The ``+key: value`` defaults of a block for ``model_path``, deeper folders over shallower ones,
+    tags added to those ``above`` (an earlier block's)."""
+    result: dict[str, tuple[Any, int]] = {}
+    levels = model_path.split("/")[:-1] + [Path(model_path).stem]  # folders, then a level named after the file (dbt)
+    for depth in range(len(levels) + 1):
+        if not isinstance(node, Mapping):
+            break
+        lines = node.line_of if isinstance(node, LineDict) else (lambda key: 0)
+        for key, value in node.items():
+            earlier = result.get("tags", above.get("tags"))
+            if key == "+tags" and earlier is not None:  # tags add up, like dbt's
+                value = _as_list(earlier[0]) + [t for t in _as_list(value) if t not in _as_list(earlier[0])]
+            if key.startswith("+"):
+                result[key[1:]] = (value, lines(key))
+        if depth < len(levels):
+            node = node.get(levels[depth])
+    return result
 
 
 #: files mvflow reads from the project's folders: a special file named so is an error, not skipped

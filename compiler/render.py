@@ -25,7 +25,6 @@ from .errors import CompileError, Problem, ProjectError
 from .files import MAX_MODEL_BYTES, read_text
 from .dbt.context import ReturningMacro, TargetContext, dbt_globals
 from .dbt.macros import INSTALL_HINT, Namespace, library_code, library_files
-from .dbt.packages import installed
 from .dbt.docs import load_docs
 from .project import Project, Target, env_var
 from .sandbox import UNSAFE_HINT, Sandbox, SecurityError, TooLarge
@@ -37,6 +36,7 @@ class Call:
 
     name: str
     line: int
+    package: str | None = None  # ref('package', 'x'): the package named ("" the project itself)
 
 
 @dataclass
@@ -85,6 +85,7 @@ class Renderer:
         self._resolve_source: Callable[[str, str, int], str] | None = None
         self._this = ""
         self._model: str | None = None  # template name of the model being rendered
+        self._scope: str | None = None  # the file whose strings are rendered (``scope``): a package's sees its vars
         self.env.globals.update(
             ref=self._ref,
             source=self._source,
@@ -109,11 +110,18 @@ class Renderer:
 
     # -- the functions models call -------------------------------------------------------
     def _ref(self, name: str, *extra: str) -> str:
-        if extra or not isinstance(name, str):
+        package = None
+        if len(extra) == 1 and isinstance(name, str) and self.project.dialect == "dbt":  # dbt's ref('package', 'model')
+            package, name = name, extra[0]
+            known = [self.project.name, *(p.name for p in self.project.packages)]
+            if package not in known:
+                raise _RenderFailure(f"ref('{package}', '{name}'): no package '{package}' is installed",
+                                     f"name one of {', '.join(known)}, or write ref('{name}')", "bad-ref")
+        if len(extra) > (self.project.dialect == "dbt") or not isinstance(name, str):
             raise _RenderFailure("ref() takes one model name", "write {{ ref('model_name') }}", "bad-ref")
         line = _template_line(self._model)
         assert self._current is not None
-        self._current.refs.append(Call(name, line))
+        self._current.refs.append(Call(name, line, None if package is None else "" if package == self.project.name else package))
         return self._resolve_ref(name, line) if self._resolve_ref else name
 
     def _source(self, database: str, name: str | None = None) -> str:
@@ -144,11 +152,13 @@ class Renderer:
         return ""
 
     def _var(self, name: str, default: Any = None) -> Any:
-        if name in self.project.vars:
-            return self.project.vars[name]
+        layers = self.project.var_layers(self._model or self._scope)
+        found = next((layer for layer in layers if name in layer), None)
+        if found is not None:
+            return found[name]
         if default is not None:
             return default
-        close = difflib.get_close_matches(name, list(self.project.vars), n=1)
+        close = difflib.get_close_matches(name, [n for layer in layers for n in layer], n=1)
         raise _RenderFailure(
             f"var '{name}' is not defined",
             (f"did you mean '{close[0]}'? Or " if close else "")
@@ -181,7 +191,16 @@ class Renderer:
             result.sql = template.render()  # stopped as soon as it passes MAX_MODEL_BYTES (sandbox.py)
         return result
 
-    def render_value(self, value: Any, where: tuple[str, int]) -> Any:
+    @contextmanager
+    def scope(self, display: str) -> Iterator[None]:
+        """Render strings as the file ``display`` does: a package's file sees its package's vars."""
+        saved, self._scope = self._scope, display
+        try:
+            yield
+        finally:
+            self._scope = saved
+
+    def render_value(self, value: Any, where: tuple[str, int], display: str | None = None) -> Any:
         """A dbt_project.yml config value with Jinja, rendered to a value as dbt renders it (its
         native mode): ``"{{ var('x', false) }}"`` is ``False``, ``"{{ 3 }}"`` is ``3``; lists and
         mappings item by item.
@@ -191,6 +210,9 @@ class Renderer:
         >>> r.render_value(["{{ var('on') }}", "{{ 1 + 2 }}", "x {{ 'y' }}", {"k": "{{ none }}"}], ("p.yml", 1))
         [True, 3, 'x y', {'k': None}]
         """
+        if display is not None:
+            with self.scope(display):
+                return self.render_value(value, where)
         if isinstance(value, str) and ("{{" in value or "{%" in value):
             text = self.render_string(value, where=where)
             try:
@@ -264,6 +286,8 @@ class Renderer:
         self._current = Rendered(sql="")
         self._resolve_ref, self._resolve_source, self._this = resolve_ref, resolve_source, this
         self._model = template_name
+        package = self.project.package_of(template_name)
+        shadowed = self._shadow(self.namespaces.get(package.name, {}) if package else {})
         try:
             yield self._current
         except CompileError:
@@ -272,6 +296,16 @@ class Renderer:
             raise _template_error(exc, template_name, self.project.root) from exc
         finally:
             self._current, self._model = None, None
+            self.env.globals.update(shadowed)
+            for name in (n for n in self.namespaces.get(package.name, {}) if n not in shadowed) if package else ():
+                self.env.globals.pop(name, None)
+
+    def _shadow(self, macros: Mapping[str, Any]) -> dict[str, Any]:
+        """Put a package's macros over the project's while one of its files renders (dbt looks up a
+        node's own package first, for the macros it calls too); the names they replace, to put back."""
+        shadowed = {name: self.env.globals[name] for name in macros if name in self.env.globals}
+        self.env.globals.update(macros)
+        return shadowed
 
     def _load_library(self) -> dict[str, Any]:
         """dbt's macro library (``compiler.dbt.macros``), under the project's own macros."""
@@ -284,10 +318,10 @@ class Renderer:
 
     def _load_packages(self) -> None:
         """The installed dbt packages (``compiler.dbt.packages``): each one's macros and generic
-        tests under its name only (``dbt_utils.star``), as dbt offers them to the project's models:
-        a package's macro calls another by its name too (``dbt_utils.x``), and the package's
-        ``vars`` are its own models' (which mvflow does not build)."""
-        for package in installed(self.project):
+        tests under its name (``dbt_utils.star``), as dbt offers them to the project's models: a
+        package's macro calls another by its name too (``dbt_utils.x``), but while one of the
+        package's own files renders its macros are found by their names alone (``_rendering``)."""
+        for package in self.project.packages:
             macros: dict[str, Any] = {}
             for path in package.macro_files():
                 try:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 _CRITERION = re.compile(
     r"^(?P<at>@)?(?:(?P<up_depth>\d*)(?P<up>\+))?(?:(?P<method>[a-z_]+):)?(?P<value>[^+@,:\s]+?)(?:(?P<down>\+)(?P<down_depth>\d*))?$"
 )
-METHODS = ("name", "tag", "path", "kind", "source", "state", "test_type")
+METHODS = ("name", "tag", "path", "kind", "source", "state", "test_type", "package")
 #: dbt's test_type: values → the tests they select
 TEST_TYPES = {"unit": {"unit"}, "data": {"generic", "singular"}, "generic": {"generic"}, "singular": {"singular"}}
 STATES = ("modified", "new")
@@ -62,7 +62,7 @@ def parse_criterion(text: str) -> Criterion:
         raise SelectionError(
             Problem(
                 f"invalid selection '{text}'",
-                hint="use name, +name, name+, 2+name, @name, tag:x, path:models/x, kind:table, source:db.t; "
+                hint="use name, +name, name+, 2+name, @name, tag:x, path:models/x, kind:table, source:db.t, package:p; "
                 "separate with spaces (union) or commas (intersection)",
                 code="bad-selection",
             )
@@ -214,11 +214,18 @@ def _within(graph: nx.DiGraph, node: str, depth: int | None) -> set[str]:
     return set(nx.single_source_shortest_path_length(graph, node, cutoff=depth)) - {node}
 
 
+def _packages(graph: nx.DiGraph) -> set[str]:
+    """The project's name and its installed packages' that hold models."""
+    return ({graph.graph.get("project")} | {graph.nodes[n].get("package") for n in graph}) - {"", None}
+
+
 def _match(graph: nx.DiGraph, criterion: Criterion) -> set[str]:
     method, value = criterion.method, criterion.value
     data = graph.nodes
     if method == "name":
         found = {n for n in graph if _runnable(n) and fnmatch.fnmatchcase(node_name(n), value)}
+        if not found and value in _packages(graph):  # dbt: a package's name selects its nodes
+            return _match(graph, Criterion("package", value))
         if not found and not any(ch in value for ch in "*?["):
             names = [node_name(n) for n in graph if _runnable(n)]
             raise SelectionError(Problem(f"no model named '{value}'", code="unknown-selection",
@@ -240,6 +247,12 @@ def _match(graph: nx.DiGraph, criterion: Criterion) -> set[str]:
         return {n for n in graph if data[n].get("test_type") in TEST_TYPES[value]}
     if method == "state":
         return _state(graph, value)
+    if method == "package":
+        if value not in _packages(graph):
+            raise SelectionError(Problem(f"no package named '{value}' in 'package:{value}'", code="unknown-selection",
+                                         hint="packages: " + ", ".join(sorted(_packages(graph)))))
+        own = "" if value == graph.graph.get("project") else value
+        return {n for n in graph if _runnable(n) and data[n].get("package", "") == own}
     prefix = value.rstrip("/")
     return {n for n in graph if data[n].get("path", "") == prefix or data[n].get("path", "").startswith(prefix + "/")
             or fnmatch.fnmatchcase(data[n].get("path", ""), value)}

@@ -1,6 +1,7 @@
 """dbt packages (``compiler/dbt/packages.py``): ``mvflow deps`` installs a local package and a git
 one (from a repository made here) with a lock file; their macros are called under their names,
-dispatch as dbt orders it, their generic tests are read. The slow tier compares a
+dispatch as dbt orders it, their generic tests are read; their models and seeds are compiled with
+the project's, configured and given vars as dbt does. The slow tier compares a
 project using the git package with dbt itself (tests/test_dbt_projects.py)."""
 
 from __future__ import annotations
@@ -51,6 +52,58 @@ def test_a_local_package_is_installed_and_its_macros_and_tests_are_read(shop, tm
     assert "md5(concat_ws('|', coalesce(cast(order_id as string), '_null_'), coalesce(cast(status as string)" in sql, sql
     test = manifest.tests["shop_utils_at_least_order_keys_order_id__1"]
     assert "where order_id < 1" in test.sql
+
+
+def test_a_packages_models_and_seed_are_built_configured_and_given_vars_as_dbt_does(shop, tmp_path, capsys):
+    shutil.copytree(FIXTURES / "shop_utils", tmp_path / "shop_utils")
+    with_package(shop, "packages:\n  - local: ../shop_utils\n")
+    assert _deps(shop, capsys)[0] == 0
+    manifest = compile_project(load_project(shop))
+    counts, seed = manifest.models["utils_status_counts"], manifest.models["utils_statuses"]
+    # the package's block (view, tags), then the project's `models: shop_utils:` (schema marts, one model
+    # disabled), then the model's config() (table)
+    assert (counts.relation, counts.kind.name, counts.tags) == ("shop_dev_marts.utils_status_counts", "table", ("utils",))
+    assert "utils_unused" not in manifest.models
+    assert (seed.relation, seed.kind.name) == ("shop_dev.utils_statuses", "seed")
+    assert set(manifest.graph.predecessors("model.utils_status_counts")) == {"model.utils_statuses", "model.stg_orders"}
+    assert "model.utils_status_counts" in set(manifest.graph.predecessors("model.utils_totals"))  # ref('shop_utils', ...)
+    # vars: the project's scoped to the package over the package's own; its own macro by its name alone
+    assert "'project' as set_by" in counts.sql and "o.status = 'placed'" in counts.sql and "'|' as separator" in counts.sql
+    assert manifest.tests["unique_utils_status_counts_label"].depends_on == ("utils_status_counts",)  # its YAML is read
+
+    for selection in ("package:shop_utils", "shop_utils"):  # dbt's package method, and a package's name
+        capsys.readouterr()
+        main(["--project-dir", str(shop), "ls", "-s", selection])
+        assert capsys.readouterr().out.split() == ["utils_statuses", "utils_status_counts"]
+
+    settings = shop / "dbt_project.yml"
+    settings.write_text(settings.read_text().replace("vars:\n", "vars:\n  shop_utils_status: shipped\n"))
+    assert "o.status = 'shipped'" in compile_project(load_project(shop)).models["utils_status_counts"].sql  # the project's
+    main(["--project-dir", str(shop), "--vars", "{shop_utils_label: given}", "compile"])  # --vars over every var
+    compiled = shop / "target" / "compiled" / "shop_utils" / "utils_status_counts.sql"
+    assert "'given' AS set_by" in compiled.read_text()
+    (shop / "macros" / "schemas.sql").write_text(
+        "{% macro generate_schema_name(custom, node) %}{{ target.schema }}_{{ node.package_name }}{% endmacro %}\n")
+    manifest = compile_project(load_project(shop))
+    assert (manifest.models["utils_status_counts"].schema, manifest.models["order_keys"].schema) == ("shop_dev_shop_utils", "shop_dev_shop")
+
+
+@pytest.mark.parametrize("sql, expected", [
+    ("select {{ separator() }} as s", "undefined in template: 'separator' is undefined"),  # dbt: only the package's files
+    ("select * from {{ ref('nopkg', 'utils_status_counts') }}",
+     "ref('nopkg', 'utils_status_counts'): no package 'nopkg' is installed — name one of shop, shop_utils"),
+    ("select * from {{ ref('shop', 'utils_status_counts') }}",
+     "ref() looks for 'utils_status_counts' in the project, and it is in package 'shop_utils' — write ref('utils_status_counts')"),
+])
+def test_a_projects_model_reaches_a_package_only_by_its_name(shop, tmp_path, capsys, sql, expected):
+    shutil.copytree(FIXTURES / "shop_utils", tmp_path / "shop_utils")
+    with_package(shop, "packages:\n  - local: ../shop_utils\n")
+    assert _deps(shop, capsys)[0] == 0
+    (shop / "models" / "marts" / "reach.sql").write_text(sql + "\n")
+    with pytest.raises(SystemExit):
+        main(["--project-dir", str(shop), "compile"])
+    err = capsys.readouterr().err
+    assert f"models/marts/reach.sql:1: " in err and expected in err and "Traceback" not in err, err
 
 
 def test_a_git_package_is_locked_to_its_commit_and_dispatch_follows_dbts_order(shop, tmp_path, capsys):

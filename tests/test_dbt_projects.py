@@ -9,7 +9,8 @@ point, one SparkSession) with its own warehouse and metastore, which then dumps 
 of them in jaffle_shop's `customers` shape, ephemeral and incremental models with
 append/insert_overwrite/merge, hooks, generic, custom and singular tests, store_failures, docs
 blocks, dbt's cross-database macros), with a git package (tests/shop_packages.py) whose macro keys
-one model and whose generic test checks it; its marts are also run as mvs.
+one model and whose generic test checks it, and whose own model and seed the project configures,
+gives vars and reads; its marts are also run as mvs.
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ def test_a_dbt_project_gives_dbts_tables_and_verdicts(spark, tmp_path, dbt_side,
         assert {names[r["source"]]: r["status"] for r in ours} == dbt_side["freshness"] == {"raw.orders": "pass"}
         assert code == dbt_side["freshness_exit"] == 0
 
-        assert verdicts == dbt_side["verdicts"] and len(verdicts[0]) == 20
+        assert verdicts == dbt_side["verdicts"] and len(verdicts[0]) == 22
         assert verdicts[0]["customer_orders_counts_and_sums"] == ("pass", 0)  # a unit test
         assert verdicts[0]["relationships_stg_orders_customer_id__customer_id__ref_stg_customers_"] == ("warn", 1)
         ours, theirs = relations(spark), dbt_side["relations"]
@@ -179,6 +180,8 @@ def test_a_dbt_project_gives_dbts_tables_and_verdicts(spark, tmp_path, dbt_side,
                 "shop_dev_marts.order_dates", "shop_dev_marts.order_keys",
                 "shop_dev_dbt_test__audit.relationships_stg_orders_96411fe0c89b49c3f4da955dfd358ba0"} <= set(theirs)
         assert {"shop_dev_history.tickets_history", "shop_dev_history.ticket_states", "shop_dev_history.tickets_since"} <= set(theirs)
+        assert {"shop_dev.utils_statuses", "shop_dev_marts.utils_status_counts", "shop_dev_marts.utils_totals"} <= set(theirs)
+        assert not any("utils_unused" in name for name in theirs)  # the package's model the project disables
         for name in sorted(theirs):
             assert comparable(without_run_times(ours[name])) == comparable(without_run_times(theirs[name])), name
         assert len(theirs["shop_dev_marts.order_events"]["rows"]) == 8  # the incremental pass appended one row
@@ -223,7 +226,8 @@ def test_dbt_reads_and_continues_what_mvflow_built(tmp_path, dbt_side):
                           cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
     theirs = json.loads(out.read_text())
-    without_package = {name: verdict for name, verdict in dbt_side["verdicts"][0].items() if not name.startswith("shop_utils")}
+    without_package = {name: verdict for name, verdict in dbt_side["verdicts"][0].items()
+                       if not name.startswith("shop_utils") and "utils_status_counts" not in name}
     assert dbt_verdicts(theirs["test"]) == ours == without_package
     for name in ("tickets_history", "ticket_states", "tickets_since"):
         relation = f"shop_dev_history.{name}"

@@ -144,7 +144,7 @@ def test_unknown_method_lists_the_methods(graph):
         select(graph, [], ["tags:nightly"])
     problem = info.value.problems[0]
     assert (problem.path, problem.code) == ("--exclude", "bad-selection")
-    assert "tags:" in problem.message and problem.hint == "methods: name:, tag:, path:, kind:, source:, state:, test_type:"
+    assert "tags:" in problem.message and problem.hint == "methods: name:, tag:, path:, kind:, source:, state:, test_type:, package:"
 
 
 def test_unknown_kind_lists_the_kinds(graph):

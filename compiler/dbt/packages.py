@@ -11,9 +11,12 @@ packages a compile reads.
   ``deps`` checks out that commit while ``packages.yml`` is unchanged (its hash is in the lock);
 - ``package: <hub name>``: dbt Hub's packages need hub.getdbt.com; refused with the git form to use.
 
-A compile reads the installed packages (``installed``): their macros and generic tests under the
-package's name (``dbt_utils.generate_surrogate_key``, ``dbt_utils.expression_is_true``). A
-package's models are not built (one warning), so its ``vars`` (its models') are not read.
+A compile reads the installed packages (``installed``, kept in ``Project.packages``): their macros
+and generic tests under the package's name (``dbt_utils.generate_surrogate_key``,
+``dbt_utils.expression_is_true``), and their models, seeds and schema YAML, built with the
+project's as dbt builds them: configured by the package's own ``models:``/``seeds:`` blocks and
+then by the project's block under the package's name (the project wins), and rendered with the
+package's ``vars`` under the project's (``Package.var_layers``).
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ import os
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import yaml
 
@@ -60,6 +63,10 @@ class Spec:
         return entry
 
 
+#: the config blocks of dbt_project.yml that configure a package's files
+BLOCKS = ("models", "seeds")
+
+
 @dataclass(frozen=True)
 class Package:
     """An installed package, as a compile reads it."""
@@ -68,7 +75,26 @@ class Package:
     root: Path
     macro_paths: tuple[str, ...] = ("macros",)
     test_paths: tuple[str, ...] = ("tests",)
-    models: int = 0
+    folder: str = ""  # its root, project-relative: dbt_packages/shop_utils
+    model_paths: tuple[str, ...] = ("models",)  # under its root
+    seed_paths: tuple[str, ...] = ("seeds",)
+    vars: Mapping[str, Any] = field(default_factory=dict)  # its dbt_project.yml's
+    # block → the folder defaults that apply to its files, in order (each with its file): its own
+    # dbt_project.yml's, then the project's under the package's name
+    defaults: Mapping[str, tuple[tuple[Mapping[str, Any], str], ...]] = field(default_factory=dict)
+
+    def paths(self, kind: str) -> tuple[str, ...]:
+        """Its model or seed folders, project-relative."""
+        return tuple(f"{self.folder}/{p}".rstrip("/") for p in (self.model_paths if kind == "models" else self.seed_paths))
+
+    def var_layers(self, project_vars: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        """Where ``var()`` looks in the package's files, first to last (dbt's order): the project's
+        vars scoped to the package, the project's, the package's own scoped to itself, its own.
+
+        >>> Package("p", Path("."), vars={"a": 1, "b": 1}).var_layers({"b": 2, "p": {"a": 3}})
+        [{'a': 3}, {'b': 2, 'p': {'a': 3}}, {}, {'a': 1, 'b': 1}]
+        """
+        return [_scoped(project_vars, self.name), project_vars, _scoped(self.vars, self.name), self.vars]
 
     def macro_files(self) -> list[Path]:
         """Its macros and generic tests (``<test path>/generic``), in a stable order."""
@@ -122,28 +148,44 @@ def _spec(entry: Any, display: str, line: int) -> Spec:
                                hint="e.g. '- local: ../shop_utils' or '- git: <url>' with 'revision: <tag>'"))
 
 
-def installed(project: "Project") -> list[Package]:
-    """The packages under the install path, by name."""
+def _scoped(variables: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    scoped = variables.get(name)
+    return scoped if isinstance(scoped, Mapping) else {}
+
+
+def installed(project: "Project", blocks: Mapping[str, Any] | None = None) -> list[Package]:
+    """The packages under the install path, by name; ``blocks`` are the project's own ``models:``
+    and ``seeds:`` blocks as written, whose entries under a package's name configure its files."""
+    from .project import config_block, package_block
+
     root = install_path(project)
     found = []
     for folder in sorted(root.iterdir()) if root.is_dir() else []:
         settings = folder / "dbt_project.yml"
         if not settings.is_file():
             continue
-        data = load_yaml(settings, f"{folder.relative_to(project.root).as_posix()}/dbt_project.yml")
+        display = f"{folder.relative_to(project.root).as_posix()}/dbt_project.yml"
+        data = load_yaml(settings, display)
         if not isinstance(data, LineDict) or "name" not in data:
             continue
-        model_paths = [str(p) for p in data.get("model-paths") or ["models"]]
-        models = sum(1 for p in model_paths if (folder / p).is_dir() for _ in (folder / p).rglob("*.sql"))
-        found.append(Package(str(data["name"]), folder, tuple(str(p) for p in data.get("macro-paths") or ["macros"]),
-                             tuple(str(p) for p in data.get("test-paths") or ["tests"]), models))
+        name = str(data["name"])
+        defaults = {block: ((config_block(data.get(block), name), display),
+                            (package_block((blocks or {}).get(block), name), project.settings_file)) for block in BLOCKS}
+        found.append(Package(name, folder, _list(data, "macro-paths", "macros"), _list(data, "test-paths", "tests"),
+                             folder.relative_to(project.root).as_posix(), _list(data, "model-paths", "models"),
+                             _list(data, "seed-paths", "seeds"), dict(data.get("vars") or {}), defaults))
     return found
+
+
+def _list(data: LineDict, key: str, default: str) -> tuple[str, ...]:
+    value = data.get(key) or [default]
+    return tuple(str(p) for p in (value if isinstance(value, list) else [value]))
 
 
 def check_installed(project: "Project") -> None:
     """dbt's check before a compile: every listed package installed (a ProjectError otherwise)."""
     display, wanted = specs(project)
-    have = installed(project)
+    have = project.packages
     if len(have) >= len(wanted):
         return
     raise ProjectError(Problem(f"{display} lists {len(wanted)} package(s), {len(have)} installed in "

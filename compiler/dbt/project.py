@@ -3,20 +3,22 @@
 The result is mvflow's own ``Project`` with ``dialect="dbt"``: paths from ``model-paths``,
 ``seed-paths``, ``macro-paths``, ``test-paths`` and ``docs-paths``; ``vars``; the ``models:``,
 ``seeds:`` and ``data_tests:`` blocks as per-folder defaults (under the project's name, keys
-with or without ``+``); ``on-run-start``/``on-run-end``; and one target per output of the
-profile. The spark adapter's ``session`` method is a local Spark target whose ``schema`` is the
+with or without ``+``; under an installed package's name, the package's: ``compiler.dbt.packages``);
+``on-run-start``/``on-run-end``; and one target per output of the profile. The spark adapter's ``session`` method is a local Spark target whose ``schema`` is the
 default schema; other adapters and methods are refused with one line when chosen.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import Problem, ProjectError
 from ..project import DEFAULT_SPARK_CONF, Project, SparkSettings, StateSettings, Target, _render_values
 from ..yamlfile import LineDict, load_yaml
+from .packages import BLOCKS, installed
 
 DBT_PROJECT_FILE = "dbt_project.yml"
 PROFILES_FILE = "profiles.yml"
@@ -47,7 +49,7 @@ def load_dbt_project(root: Path, profiles_dir: Path | str | None = None) -> Proj
     data.line, data.key_lines = raw.line, raw.key_lines
     name = str(data["name"])
     targets, default, unusable = load_profile(root, str(data.get("profile") or name), profiles_dir)
-    return Project(
+    project = Project(
         root=root,
         name=name,
         version=str(data.get("version", "0")),
@@ -73,6 +75,12 @@ def load_dbt_project(root: Path, profiles_dir: Path | str | None = None) -> Proj
         dispatch=_dispatch(data.get("dispatch")),
         unusable_targets=unusable,
     )
+    packages = tuple(installed(project, {block: data.get(block) for block in BLOCKS}))
+    if not packages:
+        return project
+    names = {p.name for p in packages}  # the project's block under a package's name configures the package
+    return replace(project, packages=packages, model_defaults=config_block(data.get("models"), name, names),
+                   seed_defaults=config_block(data.get("seeds"), name, names))
 
 
 def _dispatch(value: Any) -> dict[str, tuple[str, ...]]:
@@ -96,22 +104,34 @@ def _hooks(value: Any) -> tuple[str, ...]:
     return tuple(str(item.get("sql", "")) if isinstance(item, dict) else str(item) for item in items)
 
 
-def config_block(block: Any, project_name: str) -> LineDict:
+def config_block(block: Any, project_name: str, packages: set[str] = frozenset()) -> LineDict:
     """A dbt ``models:``/``seeds:``/``data_tests:`` block as mvflow's per-folder defaults: the
-    project-name level removed (other packages' levels dropped), every config key with ``+``.
+    project-name level removed (the ``packages``' levels dropped: ``package_block``), every config
+    key with ``+``.
 
-    >>> block = LineDict({"shop": LineDict({"+materialized": "view", "marts": LineDict({"materialized": "table"})})})
-    >>> config_block(block, "shop")
+    >>> block = LineDict({"shop": LineDict({"+materialized": "view", "marts": LineDict({"materialized": "table"})}),
+    ...                   "utils": LineDict({"+enabled": False})})
+    >>> config_block(block, "shop", {"utils"})
     {'+materialized': 'view', 'marts': {'+materialized': 'table'}}
+    >>> package_block(block, "utils")
+    {'+enabled': False}
     """
     if not isinstance(block, LineDict):
         return LineDict()
     inner = block.get(project_name)
     result = _converted(block, project_name)
+    for package in packages:
+        result.pop(package, None)
     if isinstance(inner, LineDict):
         result.update(_converted(inner, None))
         result.key_lines.update(_converted(inner, None).key_lines)
     return result
+
+
+def package_block(block: Any, package: str) -> LineDict:
+    """The entry of a ``models:``/``seeds:`` block under ``package``'s name, as folder defaults."""
+    inner = block.get(package) if isinstance(block, LineDict) else None
+    return _converted(inner, None) if isinstance(inner, LineDict) else LineDict()
 
 
 def _converted(node: LineDict, skip: str | None) -> LineDict:
@@ -182,14 +202,7 @@ _UNREAD_SECTIONS = ("metrics", "semantic_models", "saved_queries", "analyses")
 
 def unsupported(project: Project) -> list[Problem]:
     """One warning per dbt feature in the project that mvflow does not run."""
-    from .packages import installed
-
     warnings = []
-    for package in installed(project):
-        if package.models:
-            warnings.append(Problem(f"package '{package.name}' has {package.models} models: mvflow does not build package "
-                                    "models yet (its macros and tests are read)", project.relative(package.root / "dbt_project.yml"),
-                                    1, code="dbt-unsupported", hint="copy the models the project needs into models/"))
     for path in project.files("models", (".py",)):
         warnings.append(Problem("Python models are not supported: not compiled", project.relative(path), 1,
                                 code="dbt-unsupported", hint="write the model as SQL"))

@@ -36,7 +36,8 @@ def dbt_sources(project: "Project", renderer: "Renderer") -> tuple[dict[str, Sou
                     problems.append(Problem(f"each table of source '{entry['name']}' needs a name", display,
                                             getattr(table, "line", entry.line), code="yaml", hint="write '- name: <table>'"))
                     continue
-                source = _source(entry, table, display, renderer)
+                with renderer.scope(display):  # a package's sources see its vars
+                    source = _source(entry, table, display, renderer)
                 other = sources.get(source.id)
                 if other is not None:
                     problems.append(Problem(f"source table {source.id} is declared twice (also {other.path}:{other.line})",
