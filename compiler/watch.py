@@ -1,4 +1,5 @@
-"""Telling that an ``mv`` or ``fact`` model has nothing to do without starting Spark.
+"""Telling that an ``mv`` or ``fact`` model has nothing to do without starting Spark (and a
+``table`` or ``view`` model: ``compiler.kinds.unchanged``).
 
 When a run leaves an incremental model with nothing pending, its runner records a *watch* in
 the state store: a listing (names, sizes, modification times) of the files under every table
@@ -45,6 +46,7 @@ class Spec:
     tables: tuple[str, ...]
     topics: tuple[str, ...] = ()  # exact topic names (upstream facts, MV inputs of MVs)
     prefixes: tuple[str, ...] = ()  # every topic starting with one of these (an MV's input topics)
+    offset: bool = True  # the topic has an offset whose position the watch records (a table or view has none)
 
 
 @dataclass
@@ -80,8 +82,8 @@ def sql_hash(*parts: str) -> str:
 def is_idle(store: StateStore, spec: Spec, now: datetime) -> Watch | None:
     """The recorded watch if nothing the model depends on moved since it was recorded, else None."""
     watch = Watch.parse(store.get_watch(spec.topic))
-    offset = store.get(spec.topic)
-    if watch is None or offset is None or offset.in_flight or _encoded(offset.last) != watch.last:
+    offset = store.get(spec.topic) if spec.offset else None
+    if watch is None or spec.offset and (offset is None or offset.in_flight or _encoded(offset.last) != watch.last):
         return None
     if watch.sql != spec.sql or sorted(watch.tables) != sorted(spec.tables):
         return None
@@ -116,11 +118,12 @@ def record(store: StateStore, spec: Spec, observed: Observed, ready_at: datetime
     """Record the watch after a run left the model with nothing to do (what ``observed`` saw)."""
     if observed.tables is None:
         return
-    offset = store.get(spec.topic)
-    if offset is None or offset.in_flight:
+    offset = store.get(spec.topic) if spec.offset else None
+    if spec.offset and (offset is None or offset.in_flight):
         return
     when = _utc_naive(ready_at).isoformat() if ready_at is not None else None
-    store.put_watch(spec.topic, Watch(_encoded(offset.last), spec.sql, observed.tables, observed.topics, when).dump())
+    last = _encoded(offset.last) if offset is not None else None
+    store.put_watch(spec.topic, Watch(last, spec.sql, observed.tables, observed.topics, when).dump())
 
 
 def local_location(spark: "SparkSession", relation: str) -> str | None:
@@ -128,14 +131,32 @@ def local_location(spark: "SparkSession", relation: str) -> str | None:
     Spark Connect: a ``file:`` location is on the server's machine, which may not be this one)."""
     from .spark_connect import is_connect
 
-    if is_connect(spark) or not spark.catalog.tableExists(relation):
+    if is_connect(spark):
         return None
+    if not spark.catalog.tableExists(relation):
+        return _managed_location(spark, relation)
     rows = spark.sql(f"DESCRIBE TABLE EXTENDED {relation}").collect()
     details = {row["col_name"]: row["data_type"] for row in rows}
     if details.get("Type") == "VIEW" or not details.get("Location"):
         return None
-    url = urlparse(details["Location"])
-    return unquote(url.path) if url.scheme in ("", "file") else None
+    return _local_path(details["Location"])
+
+
+def _managed_location(spark: "SparkSession", relation: str) -> str | None:
+    """Where a table that does not exist yet will keep its files when it is made without a
+    location (a parquet table model's second slot): in its database's folder, which then lists
+    as ``missing`` until it is made."""
+    database, _, table = relation.rpartition(".")
+    if not database or not spark.catalog.databaseExists(database):
+        return None
+    rows = spark.sql(f"DESCRIBE DATABASE {database}").collect()
+    location = _local_path(next((r[1] for r in rows if r[0] == "Location"), ""))
+    return f"{location.rstrip('/')}/{table.lower()}" if location else None
+
+
+def _local_path(location: str) -> str | None:
+    url = urlparse(location)
+    return unquote(url.path) if location and url.scheme in ("", "file") else None
 
 
 def listing(location: str) -> str:

@@ -11,6 +11,7 @@ import json
 import textwrap
 import threading
 import uuid
+from datetime import datetime, timezone
 
 import pytest
 
@@ -20,7 +21,10 @@ from compiler.kinds import TableKind, ViewKind
 from compiler.kinds.table import run_table
 from compiler.kinds.view import run_view
 from compiler.project import load_project
-from compiler.run import Result, run_models
+from compiler.kinds.unchanged import UP_TO_DATE
+from compiler.run import Result, RunOptions, run_models
+from compiler.spark import LazySession
+from compiler.state import open_state_store
 
 MODELS = {
     "models/stg/stg_items.sql": """
@@ -146,6 +150,46 @@ def test_views_and_tables_are_built_in_dag_order(fmt_env):
                 "delta": {"shop_stats": "delta", "top_shop": "view"}}
     fmt = env.manifest().models["shop_stats"].table_format
     assert env.tables(env.mart) == expected["delta" if fmt == "delta" else "view"]
+
+
+def test_a_run_with_nothing_moved_builds_no_table_or_view_and_starts_no_spark(fmt_env):
+    """Issue 32's P4b (``compiler.kinds.unchanged``): a table or view is built again only when an
+    input's files, its definition or its format moved, or its SELECT reads the clock."""
+    env = fmt_env
+    assert env.run()[0].ok
+
+    def run_lazily(**options) -> tuple[dict[str, str], bool]:
+        manifest = env.manifest()
+        lazy = LazySession(lambda: env.spark)
+        report = run_models(lazy, manifest, manifest.order(), echo=lambda _: None, options=RunOptions(**options))
+        assert report.ok, report.results
+        return {r.name: r.message for r in report.results}, lazy.started
+
+    assert run_lazily() == ({name: UP_TO_DATE for name in ("stg_items", "shop_stats", "top_shop")}, False)
+    manifest, now = env.manifest(), datetime.now(timezone.utc)
+    store = open_state_store(manifest.project.target().state)
+    assert {m.kind.next_run(manifest, m, store, now)[0] for m in manifest.models.values()} == {"nothing"}
+
+    env.load_items([(1, "a", 10.0), (2, "a", 5.0), (3, "b", 7.0), (6, "c", 9.0)])  # the source's files move
+    messages, started = run_lazily()
+    assert started and UP_TO_DATE not in messages.values()  # the view, the table over it and its reader
+    assert env.rows(f"{env.mart}.shop_stats") == [("a", 2, 15.0), ("b", 1, 7.0), ("c", 1, 9.0)]
+    assert env.rows(f"{env.mart}.top_shop") == [("a",)]
+
+    (env.root / "models/mart/top_shop.sql").write_text("select shop from {{ ref('shop_stats') }} order by total limit 1\n")
+    messages, _ = run_lazily()
+    assert (messages["stg_items"], messages["shop_stats"]) == (UP_TO_DATE, UP_TO_DATE) != (messages["top_shop"],) * 2
+    assert env.rows(f"{env.mart}.top_shop") == [("b",)]
+    assert set(run_lazily(full_refresh=True)[0].values()) != {UP_TO_DATE}  # --full-refresh builds them all
+    assert set(run_lazily(file_check=False)[0].values()) != {UP_TO_DATE}  # and so does --no-file-check
+
+    (env.root / "models/mart/top_shop.sql").write_text("select shop, current_date() as day from {{ ref('shop_stats') }}\n")
+    env.run()
+    messages, started = run_lazily()
+    assert started and messages["top_shop"] != UP_TO_DATE and messages["shop_stats"] == UP_TO_DATE  # it reads the clock
+    (env.root / "models/mart/top_shop.sql").write_text("{{ config(after='select 1') }}\nselect shop from {{ ref('shop_stats') }}\n")
+    env.run()
+    assert run_lazily()[0]["top_shop"] != UP_TO_DATE  # its hook runs at every run, as dbt's do
 
 
 def test_table_rebuild_swaps_slots_and_readers_keep_the_model_name(env):

@@ -102,6 +102,12 @@ class ModelKind:
         plan``, no Spark): an action word and why."""
         return "run", f"a {self.name} runs at every run"
 
+    def watched(self, model: "Model") -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """What a reader of the model watches to know it did not change (``compiler.kinds.unchanged``):
+        the tables holding its rows and the state-store topics that move when they change; None
+        for a view of its inputs (a view, an ephemeral model), whose readers watch those."""
+        return (model.relation,), ()
+
     def output_types(self, spark: "SparkSession", model: "Model") -> dict[str, str] | None:
         """Column → Spark type of what the model produces, from Spark's analysis of its SELECT (no
         job runs); None when Spark cannot analyse it now (e.g. an input is missing)."""

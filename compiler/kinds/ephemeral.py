@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 from .base import ModelKind, ModelRunner
 
 if TYPE_CHECKING:
+    from ..manifest import Model
     from ..run import RunOptions
 
 CTE_PREFIX = "__dbt__cte__"
@@ -23,6 +24,9 @@ class EphemeralKind(ModelKind):
         from ..run import Result
 
         return lambda spark, manifest, model: Result(model.name, self.name, "success", message="ephemeral: nothing to build")
+
+    def watched(self, model: "Model") -> None:
+        return None
 
 
 def cte_name(model_name: str) -> str:

@@ -1,4 +1,5 @@
-"""The ``table`` kind: a full rebuild of the model's SELECT at every run.
+"""The ``table`` kind: a full rebuild of the model's SELECT at every run where an input moved
+(``compiler.kinds.unchanged``).
 
 In the parquet format a table is built blue/green: two physical slots ``<name>__mvflow_a`` /
 ``__mvflow_b`` and a view under the model's name. A build fills the slot the view does not read,
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ..table_format import DELTA, VIEW, describe_table, provider_of, readable_view, using
+from . import unchanged
 from .base import ModelKind, ModelRunner
 from .statements import Statement, execute, script, timed, wrapped
 
@@ -51,10 +53,15 @@ class TableKind(ModelKind):
         return wrapped(model, _delta_body(model) if model.table_format == DELTA else _parquet_body(model))
 
     def runner(self, options: "RunOptions") -> ModelRunner:
-        return run_table
+        return unchanged.skipping(run_table, options)
 
     def next_run(self, manifest, model, store, now) -> tuple[str, str]:
-        return "rebuild", "a table is rebuilt at every run"
+        return unchanged.next_run(manifest, model, store, now, ("rebuild", "an input moved, or it was not built yet"))
+
+    def watched(self, model: "Model") -> tuple[tuple[str, ...], tuple[str, ...]]:
+        if model.table_format == DELTA:
+            return (model.relation,), ()
+        return tuple(slot_table(model.relation, slot) for slot in SLOTS), ()  # the name is a view over one of them
 
     def run_files(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
         if model.table_format == DELTA:

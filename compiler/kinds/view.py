@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ..table_format import readable_view
+from . import unchanged
 from .base import ModelKind, ModelRunner
 from .statements import Statement, execute, script, timed, wrapped
 
@@ -25,10 +26,13 @@ class ViewKind(ModelKind):
                                Statement("readable by a Spark without Delta Lake", readable_view(model.relation))])
 
     def runner(self, options: "RunOptions") -> ModelRunner:
-        return run_view
+        return unchanged.skipping(run_view, options)
 
     def next_run(self, manifest, model, store, now) -> tuple[str, str]:
-        return "nothing", "the view's definition is its active catalog version's"
+        return unchanged.next_run(manifest, model, store, now, ("run", "an input moved, or the view was not made yet"))
+
+    def watched(self, model: "Model") -> None:
+        return None
 
     def run_files(self, manifest: "Manifest", model: "Model") -> dict[str, str]:
         return {f"{model.name}.sql": script(model, self.statements(model))}

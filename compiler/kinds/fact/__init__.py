@@ -59,6 +59,9 @@ class FactKind(ModelKind):
             steps.lease_ttl_seconds = options.lease_ttl
         return fact_runner(options.store, steps, options.echo)
 
+    def watched(self, model: "Model") -> tuple[tuple[str, ...], tuple[str, ...]]:
+        return (), (model.name,)  # a fact's rows change only by a committed step: its topic moves
+
     def next_run(self, manifest, model, store, now) -> tuple[str, str]:
         from .steps import next_run
 

@@ -61,6 +61,9 @@ class MvKind(ModelKind):
         return mv_runner(options.store, options.full_refresh, options.echo, options.file_check, options.phase,
                          options.holder, options.lease_ttl)
 
+    def watched(self, model: "Model") -> tuple[tuple[str, ...], tuple[str, ...]]:
+        return (), (model.name,)  # an MV's rows change only by a committed batch: its topic moves
+
     def next_run(self, manifest, model, store, now) -> tuple[str, str]:
         from .refresh import next_run
 

@@ -121,6 +121,9 @@ class NumeratorKind(ModelKind):
             chosen.lease_ttl_seconds = options.lease_ttl
         return numerator_runner(options.store, chosen)
 
+    def watched(self, model: "Model") -> tuple[tuple[str, ...], tuple[str, ...]]:
+        return (), (model.name,)  # a numerator's rows change only by a committed generation: its topic moves
+
     def next_run(self, manifest, model, store, now) -> tuple[str, str]:
         from .generation import waiting_words, watch_spec
         from .plan import numerator
