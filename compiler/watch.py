@@ -143,11 +143,11 @@ def local_location(spark: "SparkSession", relation: str) -> str | None:
 
 
 def _managed_location(spark: "SparkSession", relation: str) -> str | None:
-    """Where a table that does not exist yet will keep its files when it is made without a
-    location (a parquet table model's second slot): in its database's folder, which then lists
-    as ``missing`` until it is made."""
+    """Where one of mvflow's own tables that does not exist yet (a parquet table model's second
+    slot, always made without a location) will keep its files: in its database's folder, which
+    lists as ``missing`` until it is made. Any other missing table cannot be watched."""
     database, _, table = relation.rpartition(".")
-    if not database or not spark.catalog.databaseExists(database):
+    if "__mvflow_" not in table or not database or not spark.catalog.databaseExists(database):
         return None
     rows = spark.sql(f"DESCRIBE DATABASE {database}").collect()
     location = _local_path(next((r[1] for r in rows if r[0] == "Location"), ""))
