@@ -30,14 +30,12 @@ def model_stem(model: Model, manifest: Manifest) -> str:
     if isinstance(model, DataTest):
         return model.target_stem
     stem = model.path.rsplit(".", 1)[0]
-    project, package = manifest.project, manifest.project.package_of(model.path)
+    package = manifest.project.package_of(model.path)
     if package is not None:
-        stem = f"{package.name}/{project.under_root(stem)}"
-    for root in project.model_paths if package is None else ():
-        prefix = root.rstrip("/") + "/"
-        if model.path.startswith(prefix):
-            stem = stem[len(prefix):]
-            break
+        stem = f"{package.name}/{manifest.project.under_root(stem)}"
+    else:
+        prefixes = [root.rstrip("/") + "/" for root in manifest.project.model_paths]
+        stem = next((stem[len(prefix):] for prefix in prefixes if model.path.startswith(prefix)), stem)
     if model.owner or model.kind.name == "snapshot":  # beside its owner's, or its file's
         return posixpath.join(posixpath.dirname(stem), model.name)
     return stem

@@ -561,12 +561,12 @@ def _graph(models: dict[str, Model], sources: dict[str, Source] | None, unusable
     edges: dict[tuple[str, str], dict[str, Any]] = {}
     for model in models.values():
         for call in model.refs:
-            if call.name in models and call.package not in (None, models[call.name].package):
-                where = f"package '{models[call.name].package}'" if models[call.name].package else "the project"
-                named = f"package '{call.package}'" if call.package else "the project"
+            target = models.get(call.name)
+            if target is not None and call.package not in (None, target.package):  # ref('package', 'model')
+                where, named = (f"package '{p}'" if p else "the project" for p in (target.package, call.package))
                 problems.add(Problem(f"ref() looks for '{call.name}' in {named}, and it is in {where}", model.path, call.line,
                                      hint=f"write ref('{call.name}')", code="unknown-ref"))
-            elif call.name in models:
+            elif target is not None:
                 edges.setdefault((model_id(call.name), model_id(model.name)), {"path": model.path, "line": call.line})
             elif unusable.get(call.name) == "disabled":
                 problems.add(Problem(f"ref('{call.name}'): that model is disabled (enabled=false)", model.path, call.line,
