@@ -287,7 +287,8 @@ class Renderer:
         self._resolve_ref, self._resolve_source, self._this = resolve_ref, resolve_source, this
         self._model = template_name
         package = self.project.package_of(template_name)
-        shadowed = self._shadow(self.namespaces.get(package.name, {}) if package else {})
+        own = self.namespaces.get(package.name, {}) if package else {}
+        shadowed = self._shadow(own)
         try:
             yield self._current
         except CompileError:
@@ -296,9 +297,9 @@ class Renderer:
             raise _template_error(exc, template_name, self.project.root) from exc
         finally:
             self._current, self._model = None, None
-            self.env.globals.update(shadowed)
-            for name in (n for n in self.namespaces.get(package.name, {}) if n not in shadowed) if package else ():
+            for name in own:
                 self.env.globals.pop(name, None)
+            self.env.globals.update(shadowed)
 
     def _shadow(self, macros: Mapping[str, Any]) -> dict[str, Any]:
         """Put a package's macros over the project's while one of its files renders (dbt looks up a
