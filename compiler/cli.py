@@ -488,9 +488,11 @@ def verify(obj: _Context, select, exclude, target) -> None:
 
 @cli.command()
 @click.argument("model")
+@click.option("--costs", is_flag=True, help="Also the batches the cost model read and its last 10 decisions, "
+              "estimated against actual seconds.")
 @_target
 @click.pass_obj
-def explain(obj: _Context, model, target) -> None:
+def explain(obj: _Context, model, costs, target) -> None:
     """Print what mvflow derived for an MV: key, hidden columns, key queries per input, refresh SQL."""
     from .errors import CompileError, Problem, did_you_mean
     from .kinds import MvKind
@@ -508,7 +510,7 @@ def explain(obj: _Context, model, target) -> None:
         raise CompileError(Problem(f"'{model}' is a {found.kind.name} model: explain shows what mvflow derives for an mv",
                                    found.path, 1, hint=mvs, code="not-an-mv"))
     plan = mv_plan(found, manifest)
-    click.echo(describe(plan, strategy_lines(manifest.project.target(target).state, plan.topic(), found.kind)), nl=False)
+    click.echo(describe(plan, strategy_lines(manifest.project.target(target).state, plan.topic(), found.kind, costs)), nl=False)
 
 
 @cli.command()

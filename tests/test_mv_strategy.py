@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from compiler.cli import main
 from compiler.kinds.mv.refresh import MvState, run_mv, strategy_lines
 from compiler.kinds.mv.strategy import CHUNKED, FULL, INCREMENTAL
 from compiler.phases import Crash, crash_at
@@ -123,7 +124,7 @@ def test_auto_decides_a_full_build_on_the_probes_count_before_any_key_query(spar
     world.check()
 
 
-def test_min_interval_is_answered_without_spark_and_runs_report_the_strategy(spark, tmp_path):
+def test_min_interval_is_answered_without_spark_and_runs_report_the_strategy(spark, tmp_path, capsys):
     world = World(spark, tmp_path, {"wide": WIDE.replace(FORCED, "strategy='auto', min_interval='10m'")})
     seed(world)
     t0 = datetime.now(timezone.utc).replace(microsecond=0)
@@ -150,3 +151,12 @@ def test_min_interval_is_answered_without_spark_and_runs_report_the_strategy(spa
     lines = strategy_lines(StateSettings(path=tmp_path / "state.sqlite"), "wide", world.manifest.models["wide"].kind)
     assert lines[0].startswith("  strategy: auto (") and "min_interval 10m" in lines[0]
     assert lines[1].startswith("  cost model: by key") and " build" in lines[1]  # 1 or 2: auto may rebuild a tiny MV
+    # `mvflow explain --costs`: the batches the model read, and each decision estimated against actual
+    (tmp_path / "project.yml").write_text("name: t\ntargets:\n  local:\n    state: {path: state.sqlite}\n")
+    main(["--project-dir", str(tmp_path), "explain", "wide", "--costs"])
+    out = capsys.readouterr().out
+    inputs, decisions = out.split("  cost model inputs (newest first")[1].split("  last decisions (newest first)")
+    assert "full" in inputs and "ms/row" in inputs and inputs.count(" s ") == 2, inputs
+    latest, first = decisions.strip().splitlines()[1:3]
+    assert f"{t0 + timedelta(minutes=11):%H:%M:%S} UTC  batch 2  {result.strategy}  est. " in latest and " actual " in latest
+    assert f"{t0:%H:%M:%S} UTC  batch 1  full  est. ?  actual " in first and "first run" in first, decisions

@@ -73,11 +73,41 @@ def test_without_a_recorded_build_the_fanout_guard_decides():
 
 
 def test_a_small_mv_whose_refresh_costs_more_than_a_build_builds_before_any_key():
-    small = [Run(FULL, 3.0, 10_000, 10_000), Run(INCREMENTAL, 5.0, 20, 10_000), Run(INCREMENTAL, 6.0, 200, 10_000)]
+    small = [Run(FULL, 3.0, 10_000, 10_000), Run(INCREMENTAL, 5.0, 20, 10_000), Run(INCREMENTAL, 6.0, 200, 10_000),
+             Run(INCREMENTAL, 5.5, 100, 10_000)]
     decision = before_changes(MvKind(), 10_000, small)
     assert decision.strategy == FULL and decision.estimates[INCREMENTAL] > decision.estimates[FULL]
+    assert before_changes(MvKind(), 10_000, small[:3]).strategy is None  # two batches by key: measured again
     assert before_changes(MvKind(), 10_000_000, small).strategy is None  # grown past the break-even: keys decide
     assert before_changes(MvKind(), 10_000, small[:1]).strategy is None  # only a prior: measure a refresh first
+
+
+def _simulate(seconds: dict[str, float], history: list[Run], batches: int, keys: int = 500, rows: int = 100_000) -> list[str]:
+    """``auto``'s choices over ``batches`` batches of ``keys`` affected keys, each recorded with what
+    it costs (``seconds`` per strategy, ±5%), through the refresh's three decision points."""
+    chosen = []
+    for batch in range(batches):
+        decision = before_changes(MvKind(), rows, history)
+        if decision.strategy is None:
+            decision = before_keys(MvKind(), {"main": keys}, ["main"], rows, history)
+        if decision.strategy is None:
+            decision = after_keys(MvKind(), keys, rows, history)
+        chosen.append(decision.strategy)
+        took = seconds[decision.strategy] * (1 + 0.05 * (batch % 3))
+        history.insert(0, Run(decision.strategy, took, rows if decision.strategy == FULL else keys, rows))
+    return chosen
+
+
+def test_one_slow_batch_by_key_does_not_keep_an_mv_on_full_builds():
+    """The demo's two MVs went to full builds for good after one batch by key on a loaded machine
+    (est. 308 s against a 78 s build): by key is measured until three batches tell, then the median."""
+    slow_first = [Run(INCREMENTAL, 60.0, 500, 100_000), Run(FULL, 10.0, 100_000, 100_000)]  # newest first
+    assert _simulate({FULL: 10.0, INCREMENTAL: 1.5}, list(slow_first), 30) == [INCREMENTAL] * 30
+    # by key truly dearer: after three measurements, full builds, by key measured again every tenth
+    history = list(slow_first)
+    chosen = _simulate({FULL: 10.0, INCREMENTAL: 30.0}, history, 30)
+    assert chosen[:2] == [INCREMENTAL] * 2 and chosen[2:12] == [FULL] * 10 and chosen.count(INCREMENTAL) == 4
+    assert sum(run.seconds for run in history[:30]) <= 1.3 * 30 * 10 * 1.05  # exploring: ≤ 1.3× building every time
 
 
 def test_the_probes_count_of_changed_main_keys_decides_before_the_key_queries():

@@ -242,17 +242,19 @@ def history(store: StateStore, topic: str) -> list[strategy.Run]:
     return strategy.runs(store.steps(topic, 4 * strategy.HISTORY))
 
 
-def strategy_lines(settings: "StateSettings", topic: str, kind: object) -> list[str]:
+def strategy_lines(settings: "StateSettings", topic: str, kind: object, costs: bool = False) -> list[str]:
     """What ``mvflow explain`` says of the MV's strategy: its config and, when the state store
-    has recorded batches, the fitted costs and today's estimates (no Spark; a state store that
-    does not exist yet is not created)."""
-    runs, rows = [], None
-    if settings.path is not None and Path(settings.path).exists():
+    has recorded batches, the fitted costs and today's estimates; with ``costs``, the batches the
+    model read and its last decisions against what they took (no Spark; a state store that does not
+    exist yet is not created)."""
+    steps, rows = [], None
+    if settings.dsn or (settings.path is not None and Path(settings.path).exists()):
         store = open_state_store(settings)
-        runs = history(store, topic)
+        steps = store.steps(topic, 4 * strategy.HISTORY)
         offset = store.get(topic)
         rows = MvState.parse(offset.state).base_rows if offset is not None and offset.state else None
-    return strategy.explain_lines(_kind(kind), runs, rows)
+    lines = strategy.explain_lines(_kind(kind), strategy.runs(steps), rows)
+    return lines + strategy.cost_lines(steps) if costs else lines
 
 
 def _kind(kind: object) -> MvKind:

@@ -5,9 +5,10 @@ keys, MV rows), the MV's recorded batches (``Run``) and ``now`` in; a ``Decision
 the estimate of each strategy and the reason in words. The refresh (``compiler.kinds.mv.refresh``)
 gathers the figures and executes what is decided.
 
-The cost model (``cost_model``) fits, by least squares over the MV's recent batches,
-``fixed + per key × keys`` to its key-driven refreshes and ``fixed + per row × rows`` to its full
-builds. With one batch of a kind, or none, it uses priors:
+The cost model (``cost_model``) fits, by medians over the MV's recent batches (Theil–Sen: of three
+batches or more, one timed on a loaded machine moves no estimate), ``fixed + per key × keys`` to its key-driven
+refreshes and ``fixed + per row × rows`` to its full builds. With one batch of a kind, or none,
+it uses priors:
 
 - one build, or refreshes of one size only: no fixed cost (the seconds spread over the rows or
   keys). A single refresh cannot tell its fixed cost from its cost per key; splitting it by a prior
@@ -34,7 +35,10 @@ a small MV, builds without finding any key, and so does one whose main input's c
 counted by the probe, already cost more by key than a full build), ``before_keys`` (the changed-key counts are known: a
 change clearly wider than a full build's break-even goes straight to a full build, without
 finding the affected keys) and ``after_keys`` (the affected keys are known: the old fan-out guard,
-now cost-based). ``not_due_until`` is ``min_interval``.
+now cost-based). A batch the estimates give to a full build still goes by key while by key is
+measured too few times, or has not been measured for a while (``explore_by_key``): full builds are
+measured whenever chosen, by key only when chosen, so without it one slow batch by key would keep
+the MV on full builds for good. ``not_due_until`` is ``min_interval``.
 """
 
 from __future__ import annotations
@@ -49,6 +53,13 @@ from . import MvKind
 
 INCREMENTAL, CHUNKED, FULL = "incremental", "chunked", "full"
 HISTORY = 10  # recorded batches of each kind the cost model fits
+# Exploration (``explore_by_key``): a batch the estimates give to a full build goes by key instead
+# while fewer than MEASURED batches by key are recorded, or after EXPLORE_AFTER full builds in a
+# row, if by key is estimated at most EXPLORE_RATIO × the build and the change is not wide. Full
+# builds are measured every time they are chosen; by key is not, so one slow batch by key (a
+# loaded machine: est. 308 s against a 78 s build, for a batch that took 30 s) kept every later
+# batch a full build.
+MEASURED, EXPLORE_AFTER, EXPLORE_RATIO = 3, 10, 8.0
 CHUNK_FIXED_SHARE = 0.5
 MAX_CHUNKS = 64
 
@@ -162,7 +173,7 @@ def cost_model(history: Sequence[Run], fanout_threshold: float = 0.2) -> CostMod
     ...          Run("incremental", 22.4, 12_531, 8_644_485), Run("full", 78.5, 8_644_485, 8_644_485)]
     >>> m = cost_model(ten_m)
     >>> round(m.refresh_fixed, 1), round(m.per_key * 1000, 4), m.refresh_from
-    (30.5, 0.0454, '3 refreshes, a key at most 1/0.2 rows of a build')
+    (31.4, 0.0454, '3 refreshes, a key at most 1/0.2 rows of a build')
     """
     builds = [(r.rows, r.seconds) for r in history if r.strategy == FULL and r.rows > 0][:HISTORY]
     keyed = [(r.keys / max(r.chunks, 1), r.seconds / max(r.chunks, 1)) for r in history
@@ -189,8 +200,8 @@ def cost_model(history: Sequence[Run], fanout_threshold: float = 0.2) -> CostMod
 
 
 def _fixed_for(points: list[tuple[float, float]], slope: float) -> float:
-    """The fixed cost of ``y = fixed + slope × x`` through the points' mean, at least 0."""
-    return max(0.0, sum(y for _, y in points) / len(points) - slope * sum(x for x, _ in points) / len(points))
+    """The fixed cost of ``y = fixed + slope × x``: the median of what each point leaves, at least 0."""
+    return max(0.0, _median([y - slope * x for x, y in points]))
 
 
 def before_changes(kind: MvKind, rows: int, history: Sequence[Run], probed_main_keys: int = 0) -> Decision:
@@ -203,9 +214,12 @@ def before_changes(kind: MvKind, rows: int, history: Sequence[Run], probed_main_
     is a lower bound of the affected keys: ``before_keys`` decides on it before any key query (at
     10M rows with 10% changed, finding the changed keys first cost 25 s of a 58 s build).
 
-    >>> runs = [Run("full", 3.0, 10_000, 10_000), Run("incremental", 5.0, 20, 10_000), Run("incremental", 6.0, 200, 10_000)]
+    >>> runs = [Run("full", 3.0, 10_000, 10_000), Run("incremental", 5.0, 20, 10_000), Run("incremental", 6.0, 200, 10_000),
+    ...         Run("incremental", 5.5, 100, 10_000)]
     >>> before_changes(MvKind(), 10_000, runs).words()
-    'full build: est. 3.0 s vs incremental 5.3 s'
+    'full build: est. 3.0 s vs incremental 5.4 s'
+    >>> before_changes(MvKind(), 10_000, runs[:3]).reason  # two batches by key: too few to trust
+    'decided on the changed keys'
     >>> before_changes(MvKind(), 1_000_000, runs).strategy is None  # 1M rows: est. 300 s
     True
     >>> before_changes(MvKind(strategy="full"), 10, []).reason
@@ -222,7 +236,8 @@ def before_changes(kind: MvKind, rows: int, history: Sequence[Run], probed_main_
     if kind.strategy == FULL:
         return Decision(FULL, "config(strategy='full')", None, rows, {FULL: full})
     one = model.incremental(1)
-    if kind.strategy == "auto" and full is not None and one is not None and one > full and model.refreshes:
+    if (kind.strategy == "auto" and full is not None and one is not None and one > full and model.refreshes
+            and not explore_by_key(history)):
         return Decision(FULL, f"a refresh by key costs more than a full build of {rows:,} rows", None, rows,
                         {FULL: full, INCREMENTAL: one})
     if probed_main_keys:
@@ -249,7 +264,8 @@ def before_keys(kind: MvKind, changed: Mapping[str, int], main_inputs: Sequence[
     model = cost_model(history, kind.fanout_threshold)
     full, keyed = model.full(rows), model.incremental(lower)
     estimates = {INCREMENTAL: keyed, FULL: full}
-    if full is not None and keyed is not None and full < keyed:
+    narrow = lower <= kind.fanout_threshold * max(rows, 1)
+    if full is not None and keyed is not None and full < keyed and not (narrow and explore_by_key(history)):
         return Decision(FULL, f"at least {lower:,} affected keys (changed main keys): a full build is cheaper",
                         lower, rows, estimates)
     if full is None and lower > kind.fanout_threshold * max(rows, 1):
@@ -280,7 +296,7 @@ def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run]) -
     >>> ten_m = [Run("incremental", 40.3, 48_563, 8_644_485), Run("incremental", 33.6, 47_373, 8_644_485),
     ...          Run("incremental", 22.4, 12_531, 8_644_485), Run("full", 78.5, 8_644_485, 8_644_485)]
     >>> after_keys(MvKind(), 469_445, 8_644_485, ten_m).words()  # measured: by key 37 s, full 77 s
-    'incremental: est. 51.8 s vs full 78.5 s (469,445 keys of 8,644,485 rows)'
+    'incremental: est. 52.8 s vs full 78.5 s (469,445 keys of 8,644,485 rows)'
     """
     model = cost_model(history, kind.fanout_threshold)
     chunks = chunk_count(affected, kind.chunk_keys)
@@ -304,10 +320,37 @@ def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run]) -
         return decided(INCREMENTAL, f"by key ({model.build_from}: no full build estimate)")
     keyed = model.chunked(affected, chunks) if wide or affected > kind.chunk_keys else one
     if keyed is not None and full < keyed:
+        exploring = explore_by_key(history)
+        if exploring and keyed is one and one <= EXPLORE_RATIO * full:
+            return decided(INCREMENTAL, f"exploring: {exploring} (a full build est. cheaper)")
         return decided(FULL, "a full build is estimated cheaper than by key")
     if wide or affected > kind.chunk_keys:
         return decided(CHUNKED, f"a wide change ({share}): by key in {chunks} resumable chunks")
     return decided(INCREMENTAL, "by key is estimated cheaper than a full build")
+
+
+def explore_by_key(history: Sequence[Run]) -> str | None:
+    """Why the next batch the estimates give to a full build should go by key (``EXPLORE_RATIO``
+    and a narrow change permitting), in words; None when by key's estimate stands. ``history`` is
+    newest first; with no batch by key recorded, the estimate is a prior, not a measurement.
+
+    >>> build, key = Run(FULL, 9.0, 100, 100), Run(INCREMENTAL, 60.0, 5, 100)
+    >>> explore_by_key([build, key, build])
+    'by key measured once, too few to trust (3 wanted)'
+    >>> explore_by_key([build, key, key, key, build]) is None
+    True
+    >>> explore_by_key([build] * 10 + [key] * 3)
+    '10 full builds since the last batch by key'
+    >>> explore_by_key([build]) is None
+    True
+    """
+    keyed = sum(1 for run in history if run.strategy != FULL)
+    if not keyed:
+        return None
+    if keyed < MEASURED:
+        return f"by key measured {'once' if keyed == 1 else f'{keyed} times'}, too few to trust ({MEASURED} wanted)"
+    streak = next(i for i, run in enumerate(history) if run.strategy != FULL)
+    return f"{streak} full builds since the last batch by key" if streak >= EXPLORE_AFTER else None
 
 
 def chunk_count(keys: int, chunk_keys: int) -> int:
@@ -383,20 +426,79 @@ def explain_lines(kind: MvKind, history: Sequence[Run], rows: int | None) -> lis
     return lines
 
 
+def cost_lines(steps: Sequence[StepLogRow], last: int = 10) -> list[str]:
+    """What ``mvflow explain --costs`` adds: the batches the cost model reads, each with its cost per
+    key (per row for a build), and the last ``last`` decisions, estimated against actual seconds
+    (``steps`` newest first, as the step log returns them).
+
+    >>> from datetime import datetime, timezone
+    >>> at = datetime(2026, 11, 29, 10, 22, 5, tzinfo=timezone.utc)
+    >>> steps = [StepLogRow("wide", at, 607, next=(7,), seconds=2.3, strategy="incremental",
+    ...                     detail={"keys": 607, "rows": 100_000, "estimates": {"incremental": 1.9, "full": 8.7},
+    ...                             "reason": "by key is estimated cheaper than a full build"}),
+    ...          StepLogRow("wide", at, 100_000, next=(6,), seconds=8.7, strategy="full",
+    ...                     detail={"keys": 100_000, "rows": 100_000, "reason": "first run"})]
+    >>> print("\\n".join(cost_lines(steps)))
+      cost model inputs (newest first; the last 10 of each kind):
+        incremental      607 keys of 100,000 rows   2.3 s    3.79 ms/key
+        full                         100,000 rows   8.7 s   0.087 ms/row
+      last decisions (newest first): estimated vs actual
+        2026-11-29 10:22:05 UTC  batch 7  incremental  est. 1.9 s  actual 2.3 s (1.21x)  by key is estimated cheaper than a full build
+        2026-11-29 10:22:05 UTC  batch 6  full  est. ?  actual 8.7 s  first run
+    """
+    found = runs(steps)
+    if not found:
+        return ["  cost model inputs: no batch recorded yet"]
+    lines = [f"  cost model inputs (newest first; the last {HISTORY} of each kind):"]
+    kept = {FULL: 0, "keyed": 0}
+    for run in found:
+        kind = FULL if run.strategy == FULL else "keyed"
+        kept[kind] += 1
+        if kept[kind] > HISTORY:
+            continue
+        size = f"{run.rows:,} rows" if run.strategy == FULL else f"{run.keys:,} keys of {run.rows:,} rows"
+        rate = _rate(run.seconds / max(run.rows if run.strategy == FULL else run.keys, 1), "row" if run.strategy == FULL else "key")
+        lines.append(f"    {run.strategy:<12} {size:>28} {_seconds(run.seconds):>7} {rate:>14}")
+    lines.append("  last decisions (newest first): estimated vs actual")
+    for step in [s for s in steps if s.strategy][:last]:
+        estimate = (step.detail.get("estimates") or {}).get(step.strategy)
+        ratio = f" ({step.seconds / estimate:.2f}x)" if estimate else ""
+        batch = f"batch {step.next[0]}  " if step.next else ""
+        lines.append(f"    {step.ts.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC  {batch}{step.strategy}  est. "
+                     f"{_seconds(estimate)}  actual {_seconds(step.seconds)}{ratio}  {step.detail.get('reason', '')}".rstrip())
+    return lines
+
+
 def _fit(points: list[tuple[float, float]], prior_slope: float | None) -> tuple[float, float]:
-    """Least squares ``y = fixed + slope × x``, both at least 0; with one distinct x, the prior
-    slope (none: no fixed cost) and the fixed cost from the mean."""
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-    spread = sum((x - mean_x) ** 2 for x in xs)
-    if spread == 0:
-        slope = prior_slope if prior_slope is not None else mean_y / max(mean_x, 1)
+    """``y = fixed + slope × x`` by Theil–Sen: the median of the slopes between pairs of points,
+    the fixed cost the median of what each point leaves; both at least 0. Medians, not least
+    squares: one batch timed on a loaded machine moves neither (of three or more batches). With
+    one distinct x, the prior slope (none: no fixed cost, the median seconds spread over x).
+
+    >>> _fit([(100, 2.0), (200, 3.0), (300, 4.0), (400, 5.0), (500, 40.0)], None)  # the last: a loaded machine
+    (1.0, 0.01)
+    >>> _fit([(100, 2.0), (100, 9.0), (100, 3.0)], None)
+    (0.0, 0.03)
+    """
+    xs = [x for x, _ in points]
+    slopes = [(y2 - y1) / (x2 - x1) for i, (x1, y1) in enumerate(points) for x2, y2 in points[i + 1:] if x2 != x1]
+    if not slopes:
+        slope = prior_slope if prior_slope is not None else _median([y for _, y in points]) / max(_median(xs), 1)
     else:
-        slope = max(0.0, sum((x - mean_x) * (y - mean_y) for x, y in points) / spread)
-    fixed = mean_y - slope * mean_x
-    if fixed < 0:  # noise: no negative fixed cost, the slope through the origin instead
-        fixed, slope = 0.0, sum(x * y for x, y in points) / max(sum(x * x for x in xs), 1)
+        slope = max(0.0, _median(slopes))
+    fixed = _median([y - slope * x for x, y in points])
+    if fixed < 0:  # noise: no negative fixed cost, the median slope through the origin instead
+        fixed, slope = 0.0, _median([y / max(x, 1) for x, y in points])
     return fixed, slope
+
+
+def _median(values: Sequence[float]) -> float:
+    """
+    >>> _median([3.0, 1.0, 2.0]), _median([1.0, 4.0])
+    (2.0, 2.5)
+    """
+    ordered, middle = sorted(values), len(values) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _count(n: int, what: str) -> str:
@@ -412,6 +514,12 @@ def _rate(seconds: float, unit: str) -> str:
 
 
 def _seconds(value: float | None) -> str:
+    """
+    >>> _seconds(None), _seconds(0.02), _seconds(0), _seconds(3.14), _seconds(693.2)
+    ('?', '< 0.1 s', '0 s', '3.1 s', '693 s')
+    """
     if value is None:
         return "?"
+    if 0 < value < 0.05:  # a prior's estimate for a few keys: not "0.0 s"
+        return "< 0.1 s"
     return f"{value:.0f} s" if value >= 100 or value == 0 else f"{value:.1f} s"
