@@ -17,7 +17,9 @@ shows up as a different listing next time. Anything the check cannot see answers
 and the runner asks Spark as before: a table that is not a directory on this machine's file
 system (``s3a://``, ``hdfs://``), a view that is not a project model, no recorded watch. Not
 seen: a table dropped and re-created *elsewhere* outside mvflow while its old files stay
-(an external table moved with ``SET LOCATION``); ``run --full-refresh`` never uses the watch.
+(an external table moved with ``SET LOCATION``), a view dropped outside mvflow (a view has no
+files; the tables under it are watched); ``run --full-refresh`` never uses the watch. The model's
+own tables are listed too, after the run: one dropped outside mvflow (its files gone) is built again.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class Spec:
     topics: tuple[str, ...] = ()  # exact topic names (upstream facts, MV inputs of MVs)
     prefixes: tuple[str, ...] = ()  # every topic starting with one of these (an MV's input topics)
     offset: bool = True  # the topic has an offset whose position the watch records (a table or view has none)
+    own: tuple[str, ...] = ()  # the tables holding the model's own rows, listed as the run left them
 
 
 @dataclass
@@ -85,7 +88,7 @@ def is_idle(store: StateStore, spec: Spec, now: datetime) -> Watch | None:
     offset = store.get(spec.topic) if spec.offset else None
     if watch is None or spec.offset and (offset is None or offset.in_flight or _encoded(offset.last) != watch.last):
         return None
-    if watch.sql != spec.sql or sorted(watch.tables) != sorted(spec.tables):
+    if watch.sql != spec.sql or sorted(watch.tables) != sorted({*spec.tables, *spec.own}):
         return None
     if watch.ready_at is not None and _utc_naive(now) >= datetime.fromisoformat(watch.ready_at):
         return None
@@ -104,37 +107,46 @@ class Observed:
 
 def observe(spark: "SparkSession", store: StateStore, spec: Spec) -> Observed:
     """List every table's files (locations from the catalog) and read the topics, before the run."""
-    tables: dict[str, list[str]] | None = {}
-    for relation in spec.tables:
-        location = local_location(spark, relation)
+    return Observed(_listings(spark, spec.tables), _topic_positions(store, spec))
+
+
+def _listings(spark: "SparkSession", relations: tuple[str, ...], own: bool = False) -> dict[str, list[str]] | None:
+    tables: dict[str, list[str]] = {}
+    for relation in relations:
+        location = local_location(spark, relation, own)
+        if location is None and own and not spark.catalog.tableExists(relation):
+            location = ""  # not made yet, nor its database: its offset moves when it is
         if location is None:
-            tables = None
-            break
+            return None
         tables[relation] = [location, listing(location)]
-    return Observed(tables, _topic_positions(store, spec))
+    return tables
 
 
-def record(store: StateStore, spec: Spec, observed: Observed, ready_at: datetime | None = None) -> None:
-    """Record the watch after a run left the model with nothing to do (what ``observed`` saw)."""
-    if observed.tables is None:
+def record(spark: "SparkSession", store: StateStore, spec: Spec, observed: Observed, ready_at: datetime | None = None) -> None:
+    """Record the watch after a run left the model with nothing to do: its inputs as ``observed``
+    saw them before the run, its own tables as the run left them (a table dropped or a warehouse
+    deleted outside mvflow then shows as moved, and the next run builds it again)."""
+    own = _listings(spark, spec.own, own=True)
+    if observed.tables is None or own is None:
         return
     offset = store.get(spec.topic) if spec.offset else None
     if spec.offset and (offset is None or offset.in_flight):
         return
     when = _utc_naive(ready_at).isoformat() if ready_at is not None else None
     last = _encoded(offset.last) if offset is not None else None
-    store.put_watch(spec.topic, Watch(last, spec.sql, observed.tables, observed.topics, when).dump())
+    store.put_watch(spec.topic, Watch(last, spec.sql, {**observed.tables, **own}, observed.topics, when).dump())
 
 
-def local_location(spark: "SparkSession", relation: str) -> str | None:
+def local_location(spark: "SparkSession", relation: str, own: bool = False) -> str | None:
     """The directory holding a table's files, if it is on this machine's file system (never over
-    Spark Connect: a ``file:`` location is on the server's machine, which may not be this one)."""
+    Spark Connect: a ``file:`` location is on the server's machine, which may not be this one).
+    ``own``: a table the model makes, which mvflow makes without a location (``_managed_location``)."""
     from .spark_connect import is_connect
 
     if is_connect(spark):
         return None
     if not spark.catalog.tableExists(relation):
-        return _managed_location(spark, relation)
+        return _managed_location(spark, relation, own)
     rows = spark.sql(f"DESCRIBE TABLE EXTENDED {relation}").collect()
     details = {row["col_name"]: row["data_type"] for row in rows}
     if details.get("Type") == "VIEW" or not details.get("Location"):
@@ -142,12 +154,13 @@ def local_location(spark: "SparkSession", relation: str) -> str | None:
     return _local_path(details["Location"])
 
 
-def _managed_location(spark: "SparkSession", relation: str) -> str | None:
+def _managed_location(spark: "SparkSession", relation: str, own: bool = False) -> str | None:
     """Where one of mvflow's own tables that does not exist yet (a parquet table model's second
-    slot, always made without a location) will keep its files: in its database's folder, which
-    lists as ``missing`` until it is made. Any other missing table cannot be watched."""
+    slot, a fact before its first step: made without a location) will keep its files: in its
+    database's folder, which lists as ``missing`` until it is made. Any other missing table cannot
+    be watched."""
     database, _, table = relation.rpartition(".")
-    if "__mvflow_" not in table or not database or not spark.catalog.databaseExists(database):
+    if not (own or "__mvflow_" in table) or not database or not spark.catalog.databaseExists(database):
         return None
     rows = spark.sql(f"DESCRIBE DATABASE {database}").collect()
     location = _local_path(next((r[1] for r in rows if r[0] == "Location"), ""))
@@ -169,7 +182,7 @@ def listing(location: str) -> str:
     """
     digest = hashlib.sha256()
     root = Path(location)
-    if not root.is_dir():
+    if not location or not root.is_dir():
         return "missing"
     for folder, dirs, files in os.walk(root):
         dirs.sort()

@@ -4,7 +4,8 @@ started for it (issue 32's P4b: a run costs what changed).
 After building such a model, a run records a watch (``compiler.watch``) of what its SELECT reads:
 the physical tables under it, through the project's views and ephemeral models down to each
 model's own storage (``ModelKind.watched``: a parquet table's two slots, a Delta table's folder),
-the topics of the MVs, facts and numerators it reads, and a hash of the statements that build it.
+the topics of the MVs, facts and numerators it reads, a hash of the statements that build it, and
+its own tables as the build left them (dropped outside mvflow: built again).
 The next run compares them first: all as recorded, the model is up to date and its runner returns
 without Spark. It is built as before when something cannot be watched (a table outside this
 machine's file system, a source that is a view of another tool), when its SELECT depends on the
@@ -62,8 +63,9 @@ def spec(manifest: "Manifest", model: "Model") -> watch.Spec | None:
     if model.config.get("before") or model.config.get("after") or not _reads(manifest, model, tables, topics):
         return None
     built = script(model, model.kind.statements(model))
+    own = model.kind.watched(model)
     return watch.Spec(model.name, watch.sql_hash(built, model.table_format), tuple(sorted(tables)), tuple(sorted(topics)),
-                      offset=False)
+                      offset=False, own=own[0] if own else ())
 
 
 def _reads(manifest: "Manifest", model: "Model", tables: set[str], topics: set[str]) -> bool:
@@ -111,7 +113,7 @@ def skipping(build: "ModelRunner", options: "RunOptions") -> "ModelRunner":
         observed = watch.observe(spark, store, found) if store is not None else None
         result = build(spark, manifest, model)
         if observed is not None and result.status == "success":
-            watch.record(store, found, observed)
+            watch.record(spark, store, found, observed)
         return result
 
     return run

@@ -178,6 +178,7 @@ def watch_spec(plan: FactPlan) -> watch.Spec:
         plan.topic, watch.sql_hash(repr(plan)),
         tables=tuple(sorted({plan.source, *(d.name for d in plan.depends_on if d.kind == "source")})),
         topics=tuple(sorted(d.name for d in plan.depends_on if d.kind == "fact")),
+        own=(plan.relation,),
         prefixes=tuple(sorted(f"{d.name}:" for d in plan.depends_on if d.kind == "mv")))
 
 
@@ -222,7 +223,7 @@ def run_fact(spark: "SparkSession", manifest: Manifest, model: Model, store: Sta
         with kept(store, lambda: [stepper.lease], options.lease_ttl_seconds, options.clock):
             stepper.run()
         if stepper.settled:
-            watch.record(store, spec, observed, stepper.ready_at)
+            watch.record(spark, store, spec, observed, stepper.ready_at)
     except MvflowError as exc:
         _failed(result, exc, started)
     except Exception as exc:  # noqa: BLE001 - a failing model must not stop the others

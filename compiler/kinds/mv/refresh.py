@@ -40,6 +40,7 @@ from ... import watch
 from ...leases import kept
 from ...phases import PhaseHook, no_phase
 from ...spark_connect import launch_conf
+from ...table_format import DELTA
 from ...state import Commit, Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
 from ..table import SLOTS, slot_table
 from . import MvKind, strategy
@@ -155,7 +156,7 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
             if not outcomes[0].covered:
                 outcomes.append(refresh_mv(spark, manifest, model, store, **leasing))
             if outcomes[-1].covered:  # a watch may only claim what the batches read
-                watch.record(store, spec, observed)
+                watch.record(spark, store, spec, observed)
             result.rows = sum(o.rows if o.mode == "build" else o.affected for o in outcomes)
             result.message = "; ".join(describe(o) for o in outcomes)
             decided = [o.decision for o in outcomes if o.decision is not None]
@@ -193,7 +194,7 @@ def next_run(manifest: "Manifest", model: "Model", store: StateStore, now: datet
 
 def watch_spec(plan: MvPlan, definition: str) -> watch.Spec:
     """An MV waits on its inputs' tables (the two slots of a parquet table model or seed, else the
-    table under the input's name) and on upstream MVs' topics."""
+    table under the input's name) and on upstream MVs' topics; its own tables are watched too."""
     tables: list[str] = []
     topics: list[str] = []
     for info in plan.inputs.values():
@@ -203,7 +204,9 @@ def watch_spec(plan: MvPlan, definition: str) -> watch.Spec:
             tables += [slot_table(info.relation, slot) for slot in SLOTS]
         else:
             tables += [info.relation, *([info.feed] if info.feed else [])]
-    return watch.Spec(plan.topic(), definition, tuple(sorted(set(tables))), tuple(sorted(topics)))
+    own = (plan.table,) if plan.table_format == DELTA else tuple(plan.table_name(f"{what}_{slot}")
+                                                                  for what in ("base", "delta") for slot in SLOTS)
+    return watch.Spec(plan.topic(), definition, tuple(sorted(set(tables))), tuple(sorted(topics)), own=own)
 
 
 def describe(outcome: Outcome) -> str:

@@ -93,7 +93,7 @@ def run_numerator(spark: "SparkSession", model: "Model", store: StateStore, opti
                 _Generation(spark, plan, store, lease, options, result).run()
         finally:
             store.release(lease)
-        watch.record(store, spec, observed)
+        watch.record(spark, store, spec, observed)
 
     return timed(model, work)
 
