@@ -29,7 +29,7 @@ import jinja2
 
 CACHE_FILE = Path(".mvflow") / "cache" / "compile.pickle"
 KEEP_RUNS = 5
-_FORMAT = 1
+_FORMAT = 2  # 2: Rendered.logged
 
 
 def cache_key(*parts: Any) -> str:

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import click
 
-from .errors import MvflowError, Problem, ProjectError
+from .errors import LOGGED, MvflowError, Problem, ProjectError
 
 EXIT_USER_ERROR = 2
 EXIT_RUN_FAILED = 1
@@ -70,7 +70,7 @@ class _Context:
         needs = needed(select, exclude) if select is not None else None
         manifest = compile_project(project, target, self.cache, needs)
         for warning in manifest.warnings:
-            click.echo(f"warning: {warning.format()}", err=True)
+            click.echo(f"{'log' if warning.code == LOGGED else 'warning'}: {warning.format()}", err=True)
         manifest.graph.graph["state"] = lambda which: _catalog_state(manifest, which)  # --select state:modified
         return manifest
 

@@ -21,7 +21,7 @@ from .cache import CompileCache, cache_key, read_tables
 from .data_tests import compile_tests, place_scopes
 from .declared_keys import constraint_key
 from .depth import too_deep
-from .errors import CompileError, MvflowError, Problem, ProblemList, did_you_mean
+from .errors import LOGGED, CompileError, MvflowError, Problem, ProblemList, did_you_mean
 from .files import read_text
 from .graph import build_graph, is_model, model_id, node_name, source_id
 from .kinds import Kind, KindError, create_kind
@@ -440,6 +440,7 @@ def _model(project: Project, renderer: Renderer, display: str, name: str, first,
         origin = {RENAMED.get(key, key): where for key, where in origin.items()}
         notes = [Problem(message, path or display, line or 1, code="dbt-unsupported") for message, path, line in ignored]
         notes += [Problem(message, display, line or 1, code="dbt-warn") for message, line in dict.fromkeys(first.warned)]
+        notes += [Problem(message, display, line or 1, code=LOGGED) for message, line in dict.fromkeys(first.logged)]
     if config.get("enabled", True) is False:
         return None
     problems = ProblemList(list(config_problems))

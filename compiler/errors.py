@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 
+LOGGED = "dbt-log"  # the code of a Problem that is a dbt ``log(message, info=True)`` line, not a warning
+
+
 @dataclass(frozen=True)
 class Problem:
     """One problem found in the user's project."""

@@ -47,6 +47,7 @@ class Rendered:
     refs: list[Call] = field(default_factory=list)
     sources: list[Call] = field(default_factory=list)
     warned: list[tuple[str, int]] = field(default_factory=list)  # exceptions.warn(): (message, line)
+    logged: list[tuple[str, int]] = field(default_factory=list)  # log(message, info=True): (message, line)
 
 
 class _RenderFailure(Exception):
@@ -100,7 +101,7 @@ class Renderer:
         self.namespaces: dict[str, dict[str, Any]] = {}  # a dbt project: package name → its macros (dispatch's search)
         if project.dialect == "dbt":
             self.env.macro_class = ReturningMacro
-            self.env.globals.update(dbt_globals(self.env, project.flags, self._dispatch_search, self._warn))
+            self.env.globals.update(dbt_globals(self.env, project.flags, self._dispatch_search, self._warn, self._log))
             library = self._load_library()
             self.env.globals.update(library, dbt=Namespace("dbt", library, INSTALL_HINT))
             self.namespaces["dbt"] = library
@@ -149,6 +150,13 @@ class Renderer:
         """dbt's ``exceptions.warn``: a compile warning at the calling line of the model."""
         if self._current is not None:
             self._current.warned.append((str(message), _template_line(self._model)))
+        return ""
+
+    def _log(self, message: Any, info: bool = False) -> str:
+        """dbt's ``log``: with ``info=True`` a line at compile (dbt prints it on the console; without,
+        dbt writes it to its log file only, which mvflow does not keep)."""
+        if info and self._current is not None:
+            self._current.logged.append((str(message), _template_line(self._model)))
         return ""
 
     def _var(self, name: str, default: Any = None) -> Any:

@@ -158,3 +158,13 @@ def test_exceptions_warn_is_a_compile_warning_at_the_models_line(dbt_project, ca
     (dbt_project / "models" / "m.sql").write_text("select 1 as x\n{{ stale(5) }}\n{{ stale(1) }}\n")
     main(["--project-dir", str(dbt_project), "parse"])
     assert "warning: models/m.sql:2: [dbt-warn] data is 5 days old" in capsys.readouterr().err
+
+
+def test_log_with_info_is_a_line_at_compile_and_without_it_nothing(dbt_project, capsys):
+    """dbt prints ``log(msg, info=True)`` on the console; without ``info`` only into its log file."""
+    (dbt_project / "models" / "m.sql").write_text(
+        "{{ log('rows from ' ~ 'raw', info=True) }}\nselect 1 as x\n{{ log('debugging only') }}\n")
+    main(["--project-dir", str(dbt_project), "parse"])
+    err = capsys.readouterr().err
+    assert "log: models/m.sql:1: [dbt-log] rows from raw" in err and "debugging only" not in err, err
+    assert "warning:" not in err, err

@@ -70,10 +70,11 @@ class ReturningMacro(jinja2.runtime.Macro):
 
 def dbt_globals(env: jinja2.Environment, flags: Mapping[str, Any] | None = None,
                 search: Callable[[str | None], list[Mapping[str, Any]]] | None = None,
-                warn: Callable[..., str] | None = None) -> dict[str, Any]:
+                warn: Callable[..., str] | None = None, log: Callable[..., str] | None = None) -> dict[str, Any]:
     """The names a dbt project's templates see besides mvflow's; ``flags``: dbt_project.yml's
     ``flags:``; ``search``: the macro tables ``adapter.dispatch`` looks in for a namespace, in order
-    (default: every name the templates see); ``warn``: ``exceptions.warn`` (default: silent)."""
+    (default: every name the templates see); ``warn``: ``exceptions.warn``, ``log``: ``log``
+    (default: silent)."""
     def dispatch(name: str, macro_namespace: str | None = None, packages: Any = None) -> Any:  # packages: dbt's, deprecated
         tables = search(macro_namespace) if search is not None else [env.globals]
         for table in tables:
@@ -99,7 +100,7 @@ def dbt_globals(env: jinja2.Environment, flags: Mapping[str, Any] | None = None,
 
     return {
         "execute": True,
-        "log": lambda *args, **kwargs: "",
+        "log": log or (lambda *args, **kwargs: ""),
         "print": lambda *args, **kwargs: "",
         "return": lambda value=None: _raise(Return(value)),
         "exceptions": SimpleNamespace(raise_compiler_error=raise_compiler_error, warn=warn or (lambda *a, **k: ""),

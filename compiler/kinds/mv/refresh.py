@@ -40,8 +40,8 @@ from ... import watch
 from ...leases import kept
 from ...phases import PhaseHook, no_phase
 from ...spark_connect import launch_conf
-from ...table_format import DELTA
 from ...state import Commit, Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
+from ...table_format import DELTA
 from ..table import SLOTS, slot_table
 from . import MvKind, strategy
 from .change_modes import ChangeMode, Probe, history_gone, resolve

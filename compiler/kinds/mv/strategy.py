@@ -318,13 +318,14 @@ def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run]) -
             return decided(FULL, f"fan-out guard ({model.build_from}): {affected:,} affected keys > "
                                  f"{kind.fanout_threshold:g} × {rows:,} rows")
         return decided(INCREMENTAL, f"by key ({model.build_from}: no full build estimate)")
-    keyed = model.chunked(affected, chunks) if wide or affected > kind.chunk_keys else one
+    in_chunks = wide or affected > kind.chunk_keys
+    keyed = model.chunked(affected, chunks) if in_chunks else one
     if keyed is not None and full < keyed:
         exploring = explore_by_key(history)
-        if exploring and keyed is one and one <= EXPLORE_RATIO * full:
+        if exploring and not in_chunks and keyed <= EXPLORE_RATIO * full:
             return decided(INCREMENTAL, f"exploring: {exploring} (a full build est. cheaper)")
         return decided(FULL, "a full build is estimated cheaper than by key")
-    if wide or affected > kind.chunk_keys:
+    if in_chunks:
         return decided(CHUNKED, f"a wide change ({share}): by key in {chunks} resumable chunks")
     return decided(INCREMENTAL, "by key is estimated cheaper than a full build")
 
