@@ -19,8 +19,8 @@ system (``s3a://``, ``hdfs://``), a view that is not a project model, no recorde
 seen: a table dropped and re-created *elsewhere* outside mvflow while its old files stay
 (an external table moved with ``SET LOCATION``), a view dropped outside mvflow (a view has no
 files; the tables under it are watched); ``run --full-refresh`` never uses the watch. The model's
-own tables are listed too, after the run: one dropped outside mvflow (its files gone) is built again.
-"""
+own tables are listed too, after the run: one dropped outside mvflow (its files gone) is not up to
+date (``dropped`` names them for ``mvflow plan``)."""
 
 from __future__ import annotations
 
@@ -95,6 +95,16 @@ def is_idle(store: StateStore, spec: Spec, now: datetime) -> Watch | None:
     if _topic_positions(store, spec) != watch.topics:
         return None
     return watch if all(listing(location) == seen for location, seen in watch.tables.values()) else None
+
+
+def dropped(store: StateStore, spec: Spec) -> list[str]:
+    """The model's own tables that the recorded watch listed with files and that have none now
+    (dropped outside mvflow, or their warehouse folder deleted): no Spark asked."""
+    watch = Watch.parse(store.get_watch(spec.topic))
+    if watch is None:
+        return []
+    return [relation for relation in spec.own if relation in watch.tables
+            and watch.tables[relation][1] != "missing" and listing(watch.tables[relation][0]) == "missing"]
 
 
 @dataclass(frozen=True)

@@ -179,10 +179,13 @@ def test_a_breaking_mv_change_rebuilds_it(env):
 
 def test_plan_and_state_modified_need_no_spark(env):
     env.cli("run")
-    env.spark.sql(f"DROP DATABASE {env.out} CASCADE")  # plan reads the project, the catalog and the offsets only
     env.write(k_counts=TABLE.replace("count(*) as n", "count(*) as n, max(s.v) as top"))
     plan = {line.split()[0]: line.split()[2] for line in env.cli("plan").splitlines()}
     assert plan == {"stg_events": "nothing", "k_counts": "run", "ev": "nothing", "wide": "nothing"}
+    env.spark.sql(f"DROP DATABASE {env.out} CASCADE")  # plan reads the project, the catalog, the offsets and files only
+    plan = {line.split()[0]: line.split(None, 3)[2:] for line in env.cli("plan", code=1).splitlines()}
+    assert plan["wide"] == ["build", "its table is missing (dropped outside mvflow?): built again"], plan
+    assert plan["ev"][0] == "REFUSE" and "--full-refresh" in plan["ev"][1], plan
     assert env.cli("ls", "-s", "state:modified").split() == ["k_counts"]
     assert env.cli("ls", "-s", "state:modified+").split() == ["k_counts"]
     env.write(stg_events=VIEW.replace("e.v >= 0", "e.v > 0"))

@@ -378,7 +378,7 @@ def test_stale_lease_is_taken_over_and_the_old_holder_cannot_commit(fmt_env):
     assert any("redo" in line for line in env.lines), "B redid A's planned step"
 
 
-def test_full_refresh_rebuilds_and_a_table_without_offsets_is_refused(fmt_env):
+def test_full_refresh_rebuilds_and_a_table_without_offsets_or_offsets_without_a_table_are_refused(fmt_env):
     env = fmt_env
     env.add_events(1, 5)
     env.run()
@@ -389,6 +389,15 @@ def test_full_refresh_rebuilds_and_a_table_without_offsets_is_refused(fmt_env):
     result = env.run()
     assert result.status == "error" and "--full-refresh" in result.message
     assert env.fact_rows() == before
+    env.run(full_refresh=True)
+    offset = env.store.get("ev")
+    relation = env.manifest.models["ev"].relation
+    env.spark.sql(f"DROP TABLE {relation}")  # and offsets without their table: refused, nothing made
+    env.add_events(6, 2)
+    result = env.run()
+    assert result.status == "error" and "[fact-table-missing]" in result.message and "--full-refresh" in result.message
+    assert not env.spark.catalog.tableExists(relation) and env.store.get("ev").last == offset.last
+    assert env.run(full_refresh=True).rows == 7 and env.fact_rows() == env.oracle()
 
 
 def test_switching_a_facts_table_format_needs_a_full_refresh(env):

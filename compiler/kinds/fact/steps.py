@@ -198,6 +198,8 @@ def next_run(manifest: Manifest, model: Model, store: StateStore, now: datetime)
     seen = watch.is_idle(store, watch_spec(plan), now)
     if seen is not None:
         return "nothing", _idle_message(offset.state, seen, now, plan.delay_seconds)
+    if watch.dropped(store, watch_spec(plan)):
+        return "REFUSE", f"{plan.relation} is missing (dropped outside mvflow?): mvflow run --full-refresh -s {plan.topic}"
     return "steps", f"after {_words(offset.last)} (at most {plan.maxstep:,} rows each)"
 
 
@@ -276,6 +278,14 @@ class _Stepper:
                 f"fact '{plan.topic}': {plan.relation} exists but the state store has no position for it",
                 plan.path, hint="rebuild it with mvflow run --full-refresh -s " + plan.topic
                 + " (or point the target at the state store that built it)", code="fact-no-offsets"))
+        if offset.last is not None and stored is None and not self.options.full_refresh:
+            from ...status import show_position
+
+            raise RunError(Problem(
+                f"fact '{plan.topic}': {plan.relation} is missing but the state store has its steps up to "
+                f"{show_position(offset.last)} (dropped outside mvflow?): steps after them would leave the rows before out",
+                plan.path, hint="rebuild it with mvflow run --full-refresh -s " + plan.topic
+                + " (or point the target at the warehouse that holds it)", code="fact-table-missing"))
         if stored is not None and (stored == DELTA) != plan.is_delta:
             raise RunError(Problem(
                 f"fact '{plan.topic}': {plan.relation} is a {stored} table but the model's table_format is {plan.table_format}",

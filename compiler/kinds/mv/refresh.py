@@ -188,8 +188,13 @@ def next_run(manifest: "Manifest", model: "Model", store: StateStore, now: datet
         return "build", "no batch committed yet"
     if offset.in_flight:
         return "redo", "the batch that did not commit, over the ranges it planned"
-    waiting = waiting_words(plan, _kind(model.kind), watch_spec(plan, _watched_definition(plan, derived(manifest, model))), store, now)
-    return ("nothing", waiting) if waiting else ("refresh", "an input moved: the affected keys (the strategy is chosen at run time)")
+    spec = watch_spec(plan, _watched_definition(plan, derived(manifest, model)))
+    waiting = waiting_words(plan, _kind(model.kind), spec, store, now)
+    if waiting:
+        return "nothing", waiting
+    if watch.dropped(store, spec):
+        return "build", "its table is missing (dropped outside mvflow?): built again"
+    return "refresh", "an input moved: the affected keys (the strategy is chosen at run time)"
 
 
 def watch_spec(plan: MvPlan, definition: str) -> watch.Spec:
