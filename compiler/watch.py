@@ -167,11 +167,14 @@ def local_location(spark: "SparkSession", relation: str, own: bool = False) -> s
 def _managed_location(spark: "SparkSession", relation: str, own: bool = False) -> str | None:
     """Where one of mvflow's own tables that does not exist yet (a parquet table model's second
     slot, a fact before its first step: made without a location) will keep its files: in its
-    database's folder, which lists as ``missing`` until it is made. Any other missing table cannot
-    be watched."""
+    database's folder, which lists as ``missing`` until it is made (``own``, and no database yet
+    either: ``""``, which lists as ``missing``; the model's offset moves when it is made). Any other
+    missing table cannot be watched."""
     database, _, table = relation.rpartition(".")
-    if not (own or "__mvflow_" in table) or not database or not spark.catalog.databaseExists(database):
+    if not (own or "__mvflow_" in table) or not database:
         return None
+    if not spark.catalog.databaseExists(database):
+        return "" if own else None
     rows = spark.sql(f"DESCRIBE DATABASE {database}").collect()
     location = _local_path(next((r[1] for r in rows if r[0] == "Location"), ""))
     return f"{location.rstrip('/')}/{table.lower()}" if location else None

@@ -195,10 +195,11 @@ def next_run(manifest: Manifest, model: Model, store: StateStore, now: datetime)
         return "build", "no step committed yet"
     if offset.in_flight:
         return "redo", f"the step ({_words(offset.last)}, {_words(offset.next)}] that did not commit"
-    seen = watch.is_idle(store, watch_spec(plan), now)
+    spec = watch_spec(plan)
+    seen = watch.is_idle(store, spec, now)
     if seen is not None:
         return "nothing", _idle_message(offset.state, seen, now, plan.delay_seconds)
-    if watch.dropped(store, watch_spec(plan)):
+    if watch.dropped(store, spec):
         return "REFUSE", f"{plan.relation} is missing (dropped outside mvflow?): mvflow run --full-refresh -s {plan.topic}"
     return "steps", f"after {_words(offset.last)} (at most {plan.maxstep:,} rows each)"
 
