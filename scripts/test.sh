@@ -16,13 +16,15 @@ scripts/setup.sh
 # cores, one run after the other. Work stealing: with xdist's default (load) the tests' durations
 # summed to 17 minutes per process against 22 of wall (2026-11-27): one process ran the last heavy
 # modules while the other idled; a process that runs out now takes half of the other's queue. The
-# slow tier runs in one: its serve runners and kill -9s time leases, and its processes keep both
-# cores busy (two pytest processes: 24.8 minutes against 29, every system test nearly twice as long,
-# the takeover-within-TTL checks under that load). MVFLOW_TEST_WORKERS=0 runs the fast tier in this process.
+# slow tier in two as well, its system tests (every test that starts processes: serve runners, kill -9s,
+# a cluster, dbt) one at a time in one of them (xdist group, tests/conftest.py), as their leases and
+# takeovers were timed, the in-process kill points in the other: 28.9 minutes against 33.0 and 31.6 in
+# one process (2026-11-29; the system tests ~30% longer beside them, the takeover-within-TTL checks
+# passing). MVFLOW_TEST_WORKERS=0 runs the fast tier in this process.
 tier=(-m "not slow" -n "${MVFLOW_TEST_WORKERS:-2}" --dist worksteal)
 paths=()
 case "${1:-}" in
-  --slow) tier=(-m slow); shift ;;
+  --slow) tier=(-m slow -n 2 --dist loadgroup); shift ;;
   --all) tier=(); shift ;;
   --changed)
     shift

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # 515 s against 623 (2026-11-29, one run after the other). Under it the catalog's list* calls fail
 # decoding their rows (EXPRESSION_DECODING_FAILED): tests use SHOW TABLES, mvflow neither. The mvflow
 # processes the tests start (the slow tier's system tests) and the demo generate code as users' runs do.
+SYSTEM = "system"  # the xdist group of the slow tier's system tests
 IN_PROCESS = {**TINY_DATA, "spark.sql.shuffle.partitions": "1", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}  # runtime settings, re-applied after every test
 
 
@@ -38,8 +39,15 @@ def pytest_collection_modifyitems(items) -> None:
     """Slow system tests last (``--all``): the fast tier's answer comes first. The rest keep their
     order: running the heaviest modules first was slower (20.4 minutes against 18.6, two runs one
     after the other on a fresh clone), their tests paying the JVM's cold start (a numerator crash
-    test 74 s first, 22 s later)."""
+    test 74 s first, 22 s later).
+
+    The slow tier's system tests (``slow`` and not ``in_process``) form one xdist group: under
+    ``--dist loadgroup`` (``scripts/test.sh --slow``) one pytest process runs them one at a time, as
+    their leases and kill -9s were timed, while the other runs the in-process ones beside them."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is not None)  # stable: the rest keep their order
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("in_process"):
+            item.add_marker(pytest.mark.xdist_group(SYSTEM))
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
