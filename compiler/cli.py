@@ -660,10 +660,13 @@ def demo_init(obj: _Context, scale, seed, target) -> None:
 @demo.command(name="change")
 @click.option("--fraction", default=0.01, show_default=True, type=click.FloatRange(0, 1), help="Share of rows to touch.")
 @click.option("--seed", default=2, show_default=True, type=int)
+@click.option("--batches", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Batches to apply, seeds SEED, SEED+1, ...: a stream of changes for `mvflow serve` to follow.")
+@click.option("--every", default=0.0, show_default=True, type=click.FloatRange(min=0), help="Seconds between batches.")
 @_target
 @click.pass_obj
-def demo_change(obj: _Context, fraction, seed, target) -> None:
-    """Apply one batch of production-like changes to the demo sources."""
+def demo_change(obj: _Context, fraction, seed, batches, every, target) -> None:
+    """Apply one batch (or --batches) of production-like changes to the demo sources."""
     from .demo import change
     from .progress import Progress
     from .lock import target_lock
@@ -673,9 +676,12 @@ def demo_change(obj: _Context, fraction, seed, target) -> None:
     settings = obj.project().target(target)
     with target_lock(open_state_store(settings.state), settings):
         spark = spark_session(settings)
-        with Progress(click.echo, spark) as progress:
-            counts = change(spark, fraction=fraction, seed=seed, progress=progress)
-    click.echo("changed " + ", ".join(f"{table}: {what}" for table, what in counts.items()))
+        for n in range(batches):
+            if n:
+                time.sleep(every)
+            with Progress(click.echo, spark) as progress:
+                counts = change(spark, fraction=fraction, seed=seed + n, progress=progress)
+            click.echo("changed " + ", ".join(f"{table}: {what}" for table, what in counts.items()))
 
 
 @contextmanager

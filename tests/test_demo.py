@@ -251,6 +251,9 @@ def test_cli_demo_commands(spark, capsys):
         main(["--project-dir", str(ROOT), "demo", "init", "--scale", "0.01"])
         assert "offers (100 rows)" in capsys.readouterr().out
         assert table(spark, "offers").count() == 100
+        main(["--project-dir", str(ROOT), "demo", "change", "--batches", "2", "--every", "0"])  # a stream of two
+        assert capsys.readouterr().out.count("changed regions: ") == 2
+        assert demo._read_state(spark)["batch"] == 2
     finally:
         for key, value in saved.items():
             if value is not None and spark.conf.isModifiable(key):

@@ -185,9 +185,9 @@ def test_three_runners_survive_kill_9_of_a_runner_mid_batch_and_of_the_coordinat
         wait_until("the jobs spread over three runners", lambda: len({a.runner for a in store.assignments()} & set(ids)) == 3)
         done = threading.Event()
 
-        def changes() -> None:
-            for seed in range(100, 103):
-                mvflow(project, "demo", "change", "--seed", str(seed))
+        def changes() -> None:  # three batches from one process, as a stream lands
+            landed = mvflow(project, "demo", "change", "--seed", "100", "--batches", "3", "--every", "5").stdout
+            assert landed.count("changed ") == 3, landed
             done.set()
 
         changer = threading.Thread(target=changes, daemon=True)
