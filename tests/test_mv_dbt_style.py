@@ -17,6 +17,7 @@ from compiler.kinds.mv.plan import mv_plan
 from compiler.phases import Crash, crash_at
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
+from tiers import FORMATS  # noqa: E402
 from mv_world import World, seed  # noqa: E402
 
 STG_OFFERS = """
@@ -162,7 +163,7 @@ def _world(spark, tmp_path, table_format: str = "parquet") -> World:
     return world
 
 
-@pytest.mark.parametrize("table_format", ["parquet", "delta"])
+@pytest.mark.parametrize("table_format", FORMATS)
 def test_marts_over_staging_views_and_import_ctes_refresh_by_key(spark, tmp_path, table_format):
     world = _world(spark, tmp_path, table_format)
     # shop_summary reads the groups shop_counts publishes; shop_categories is a SELECT DISTINCT;

@@ -13,6 +13,7 @@ import pytest
 from compiler.phases import Crash, crash_at
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
+from tiers import FORMATS  # noqa: E402
 from mv_world import World, seed  # noqa: E402
 
 
@@ -54,6 +55,7 @@ def test_main_inserts_updates_deletes(world):
     assert {r.id for r in world.table()} == {1, 3, 6, 7}
 
 
+@pytest.mark.parametrize("table_format", FORMATS)
 def test_inner_and_left_inputs_one_and_two_hops(world):
     world.put("shops", id=100, name="Alpha2")          # inner, one hop
     world.put("warehouses", id=20, name="W20b")         # inner, two hops
@@ -69,6 +71,7 @@ def test_inner_and_left_inputs_one_and_two_hops(world):
     assert {r.id for r in world.table()} == {1, 2}
 
 
+@pytest.mark.parametrize("table_format", FORMATS)
 def test_join_key_repointing_both_ways(world):
     world.put("offers", id=1, shop_id=200)              # main row moves to another shop
     world.put("shops", id=200, wh_id=10)                # a shop moves to another warehouse
@@ -84,6 +87,7 @@ def test_join_key_repointing_both_ways(world):
     world.check()
 
 
+@pytest.mark.parametrize("table_format", FORMATS)
 def test_rows_leave_and_reenter_where(world):
     world.put("offers", id=1, status="hidden")          # leaves through WHERE on the main source
     world.put("shops", id=200, rating=1)                 # leaves through WHERE on a joined source
@@ -99,6 +103,7 @@ def test_rows_leave_and_reenter_where(world):
     world.check()
 
 
+@pytest.mark.parametrize("table_format", FORMATS)
 def test_dictionaries_by_key_and_by_literal_several_at_once(world):
     world.put("categories", id=7, name="Novels")        # update
     world.put("categories", id=9, name="Toys")          # insert (no offer uses it yet)
@@ -139,6 +144,7 @@ def test_batch_without_changes_writes_nothing(world):
     assert sorted(world.spark.sql(f"SELECT * FROM {relation}").inputFiles()) == files
 
 
+@pytest.mark.parametrize("table_format", FORMATS)
 def test_crash_after_write_before_commit_is_redone(world):
     world.delete("shops", 200)                          # found only through the hidden key columns
     world.put("offers", id=2, title="changed")
@@ -189,6 +195,7 @@ LEFT JOIN {{{{ ref('wide') }}}} AS w ON w.id = o.id
 """
 
 
+@pytest.mark.parametrize("table_format", FORMATS)
 def test_stacked_mv_reads_the_keys_its_upstream_refreshed(spark, tmp_path, table_format):
     from mv_world import WIDE
 

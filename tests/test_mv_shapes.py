@@ -17,6 +17,7 @@ import pytest
 from compiler.phases import Crash, crash_at
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
+from tiers import FORMATS  # noqa: E402
 from mv_world import REGION_STATS, SHAPES, SHOP_STATS, STAFF, World, notes_model, seed, tags_model, union_model  # noqa: E402
 
 
@@ -68,7 +69,7 @@ def test_union_all_with_computed_keys_explains_how_parts_are_told_apart(spark, t
     assert "part 1: main" in text and "its rows: NOT mv._mvflow_m1_id IS NULL" in text
 
 
-@pytest.mark.parametrize("table_format", ["parquet", "delta"])
+@pytest.mark.parametrize("table_format", FORMATS)
 def test_union_all_with_computed_keys_crash_new_changes_and_redo(spark, tmp_path, table_format):
     world = _world(spark, tmp_path, "computed", table_format)
     world.put("shops", id=100, wh_id=20)
@@ -117,7 +118,7 @@ def test_a_reverse_foreign_key_joined_by_a_declared_unique_key(spark, tmp_path):
     assert {(r.id, r.note) for r in world.table("notes_left") if r.note} == {(5, "second")}
 
 
-@pytest.mark.parametrize("table_format", ["parquet", "delta"])
+@pytest.mark.parametrize("table_format", FORMATS)
 def test_a_unique_key_join_crash_new_changes_and_redo(spark, tmp_path, table_format):
     world = World(spark, tmp_path, {"notes": notes_model("LEFT JOIN")}, table_format=table_format)
     seed(world)
@@ -185,7 +186,7 @@ def test_one_to_many_explain_names_the_grain(spark, tmp_path):
     assert "unique key: id, staff_id" in staff
 
 
-@pytest.mark.parametrize("table_format", ["parquet", "delta"])
+@pytest.mark.parametrize("table_format", FORMATS)
 def test_readers_see_exactly_the_select_columns(spark, tmp_path, table_format):
     """Issue 29 item 8: the hidden key columns of a unique-key join and of a one-to-many grain the
     SELECT does not select stay in the stored table; the relation readers query has the SELECT's
@@ -218,7 +219,7 @@ def test_readers_see_exactly_the_select_columns(spark, tmp_path, table_format):
         assert "(1, 'offer 1', 'red', 'Books', 1)" in verdict.format(), verdict.format()
 
 
-@pytest.mark.parametrize("table_format", ["parquet", "delta"])
+@pytest.mark.parametrize("table_format", FORMATS)
 def test_one_to_many_crash_new_changes_and_redo(spark, tmp_path, table_format):
     world = World(spark, tmp_path, {"tags": tags_model("LEFT JOIN")}, table_format=table_format)
     seed(world)
@@ -283,7 +284,7 @@ def test_group_by_explain_names_the_groups(spark, tmp_path):
     assert "grouped by: region (readers' key)" in text and "_mvflow_m_id" in text
 
 
-@pytest.mark.parametrize("table_format", ["parquet", "delta"])
+@pytest.mark.parametrize("table_format", FORMATS)
 def test_group_by_crash_new_changes_and_redo(spark, tmp_path, table_format):
     world = World(spark, tmp_path, {"stats": SHOP_STATS}, table_format=table_format)
     seed(world)
@@ -314,7 +315,7 @@ GROUP BY t.text
 """
 
 
-@pytest.mark.parametrize("table_format", ["parquet", "delta"])
+@pytest.mark.parametrize("table_format", FORMATS)
 def test_group_by_over_a_one_to_many_join(spark, tmp_path, table_format):
     """Members keyed by offer and tag; tags move between groups and offers, untagged offers form
     the NULL group. Delta's state counts the groups a batch adds and removes (``World.check``)."""

@@ -15,6 +15,7 @@ import pytest
 from compiler.phases import Crash, crash_at
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
+from tiers import FORMATS  # noqa: E402
 from mv_world import World, ranked_model as ranked, seed  # noqa: E402
 
 
@@ -58,7 +59,7 @@ def test_windows_explain_their_partitions(spark, tmp_path):
     assert "windows partitioned by o.shop_id (kept in _mvflow_w_shop_id)" in text and "-- partitions:p0" in text
 
 
-@pytest.mark.parametrize("table_format", ["parquet", "delta"])
+@pytest.mark.parametrize("table_format", FORMATS)
 def test_windows_crash_new_changes_and_redo(spark, tmp_path, table_format):
     world = World(spark, tmp_path, {"ranked": ranked()}, table_format=table_format)
     seed(world)
