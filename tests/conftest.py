@@ -27,7 +27,6 @@ ROOT = Path(__file__).resolve().parent.parent
 # 515 s against 623 (2026-11-29, one run after the other). Under it the catalog's list* calls fail
 # decoding their rows (EXPRESSION_DECODING_FAILED): tests use SHOW TABLES, mvflow neither. The mvflow
 # processes the tests start (the slow tier's system tests) and the demo generate code as users' runs do.
-SYSTEM = "system"  # the xdist group of the slow tier's system tests
 IN_PROCESS = {**TINY_DATA, "spark.sql.shuffle.partitions": "1", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}  # runtime settings, re-applied after every test
 
 
@@ -39,15 +38,33 @@ def pytest_collection_modifyitems(items) -> None:
     """Slow system tests last (``--all``): the fast tier's answer comes first. The rest keep their
     order: running the heaviest modules first was slower (20.4 minutes against 18.6, two runs one
     after the other on a fresh clone), their tests paying the JVM's cold start (a numerator crash
-    test 74 s first, 22 s later).
-
-    The slow tier's system tests (``slow`` and not ``in_process``) form one xdist group: under
-    ``--dist loadgroup`` (``scripts/test.sh --slow``) one pytest process runs them one at a time, as
-    their leases and kill -9s were timed, while the other runs the in-process ones beside them."""
+    test 74 s first, 22 s later)."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is not None)  # stable: the rest keep their order
-    for item in items:
-        if item.get_closest_marker("slow") and not item.get_closest_marker("in_process"):
-            item.add_marker(pytest.mark.xdist_group(SYSTEM))
+
+
+# The slow tier's modules whose tests start processes of their own (mvflow commands, serve runners, a
+# cluster, PostgreSQL, a browser): one pytest process runs them one after another, as their leases,
+# takeovers and kill -9s were timed; dbt's tests in one process too (their dbt side is built once).
+GROUPS = {**dict.fromkeys(("test_serve_cluster.py", "test_serve.py", "test_kill_points_cli.py", "test_cluster.py",
+                           "test_fact_crash.py", "test_shared_catalog.py", "test_concurrency.py", "test_run_failures.py",
+                           "test_docs_browser.py"), "system"),
+          "test_dbt_projects.py": "dbt"}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` (``scripts/test.sh --slow``) with the groups above, by module: every other
+    test (the in-process kill points, the Delta runs of ``tests/tiers.py``) goes to whichever process
+    is free, beside them. xdist's own groups (``xdist_group`` markers) are lost under pytest 9, which
+    computes a test's id: every test of a group went its own way."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return GROUPS.get(nodeid.split("::", 1)[0].rsplit("/", 1)[-1], nodeid)
+
+    return ModuleGroups(config, log)
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:

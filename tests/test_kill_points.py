@@ -179,7 +179,7 @@ FAST = {("refresh", "mv:next-written"), ("refresh", "mv:delta-written"), ("refre
 
 def _params(cases: list[tuple[str, str]]) -> list:
     """Every case with its index (odd ones get changes before the redo); those not in ``FAST`` slow."""
-    return [pytest.param(index, case, id=f"{case[0]}-{case[1]}", marks=() if case in FAST else (pytest.mark.slow, pytest.mark.in_process))
+    return [pytest.param(index, case, id=f"{case[0]}-{case[1]}", marks=() if case in FAST else pytest.mark.slow)
             for index, case in enumerate(cases)]
 
 
