@@ -662,7 +662,8 @@ def demo_init(obj: _Context, scale, seed, target) -> None:
 @click.option("--seed", default=2, show_default=True, type=int)
 @click.option("--batches", default=1, show_default=True, type=click.IntRange(min=1),
               help="Batches to apply, seeds SEED, SEED+1, ...: a stream of changes for `mvflow serve` to follow.")
-@click.option("--every", default=0.0, show_default=True, type=click.FloatRange(min=0), help="Seconds between batches.")
+@click.option("--every", default=0.0, show_default=True, type=click.FloatRange(min=0),
+              help="A batch starts every SECONDS (at once when the last took longer).")
 @_target
 @click.pass_obj
 def demo_change(obj: _Context, fraction, seed, batches, every, target) -> None:
@@ -676,9 +677,9 @@ def demo_change(obj: _Context, fraction, seed, batches, every, target) -> None:
     settings = obj.project().target(target)
     with target_lock(open_state_store(settings.state), settings):
         spark = spark_session(settings)
+        started = time.monotonic()
         for n in range(batches):
-            if n:
-                time.sleep(every)
+            time.sleep(max(0.0, started + n * every - time.monotonic()))
             with Progress(click.echo, spark) as progress:
                 counts = change(spark, fraction=fraction, seed=seed + n, progress=progress)
             click.echo("changed " + ", ".join(f"{table}: {what}" for table, what in counts.items()))

@@ -136,3 +136,24 @@ def test_grid_tables_show_strategies_jobs_ratios_floor_and_p5():
            "1.00 s (3 jobs) | 2.00× (missed) | 0.50× | 0.40× |" in text
     assert "| random 0.1% | 1.00 s (0.70 s scan + 0.30 s writing 100 rows) | 2.00× |" in text
     assert "| parquet | 1 | 0.300 s | 0.200 s | 1.50× | 3 / 1 |  |" in text
+
+
+def test_f1_latency_backlog_and_verdict():
+    """F1's figures (bench/f1_stream.py): a landed batch is visible at the first MV batch that
+    started after it; a backlog that keeps rising misses the target however fast the p95."""
+    import doctest
+
+    from bench import f1_stream as f1
+
+    assert doctest.testmod(f1).failed == 0
+    landed = [0.0, 10.0, 20.0, 30.0, 40.0, 50.0]
+    keeping_up = [f1.Step(t + 1, t + 6) for t in landed]
+    steady = f1.figures("mv", landed, keeping_up, start=0, end=60)
+    assert steady.latencies == [6] * 6 and steady.p95 == 6 and abs(steady.growth) < 1 and steady.verdict == "met"
+    falling_behind = [f1.Step(1, 30), f1.Step(31, 60)]  # one batch per 30 s against one landing per 10 s
+    behind = f1.figures("mv", landed, falling_behind, start=0, end=60)
+    assert behind.latencies == [30, 50, 40, 30] and behind.unseen == 2 and behind.growth > 1 and behind.verdict == "missed"
+    assert "| mv | 2 | 4 of 6 | 30.0 s | 50.0 s | 50.0 s |" in f1.table([behind])
+    reached = f1.visible_at(landed, keeping_up)  # an MV over that MV sees a change after its batch published it
+    stacked = f1.figures("stacked", landed, [f1.Step(t + 7, t + 9) for t in landed], start=0, end=60, reached=reached)
+    assert stacked.latencies == [9] * 6

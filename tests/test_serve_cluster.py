@@ -186,7 +186,7 @@ def test_three_runners_survive_kill_9_of_a_runner_mid_batch_and_of_the_coordinat
         done = threading.Event()
 
         def changes() -> None:  # three batches from one process, as a stream lands
-            landed = mvflow(project, "demo", "change", "--seed", "100", "--batches", "3", "--every", "5").stdout
+            landed = mvflow(project, "demo", "change", "--seed", "100", "--batches", "3", "--every", "20").stdout
             assert landed.count("changed ") == 3, landed
             done.set()
 
