@@ -16,11 +16,10 @@ scripts/setup.sh
 # cores, one run after the other. Work stealing: with xdist's default (load) the tests' durations
 # summed to 17 minutes per process against 22 of wall (2026-11-27): one process ran the last heavy
 # modules while the other idled; a process that runs out now takes half of the other's queue. The
-# slow tier in two as well, its system tests (every test that starts processes: serve runners, kill -9s,
-# a cluster, dbt) one at a time in one of them (xdist group, tests/conftest.py), as their leases and
-# takeovers were timed, the in-process kill points in the other: 28.9 minutes against 33.0 and 31.6 in
-# one process (2026-11-29; the system tests ~30% longer beside them, the takeover-within-TTL checks
-# passing). MVFLOW_TEST_WORKERS=0 runs the fast tier in this process.
+# slow tier in two as well: the modules whose tests start processes (serve runners, kill -9s, a
+# cluster) one test at a time in one of them, as their leases and takeovers were timed, the rest
+# beside them (groups by module: tests/conftest.py): 29.2 minutes for 79 tests against 32.7 spread over
+# both and 33.0 for 65 in one (2026-11-29). MVFLOW_TEST_WORKERS=0 runs the fast tier in this process.
 tier=(-m "not slow" -n "${MVFLOW_TEST_WORKERS:-2}" --dist worksteal)
 paths=()
 case "${1:-}" in
