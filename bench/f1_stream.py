@@ -124,6 +124,7 @@ class MvFigures:
     p95: float | None
     max: float | None
     growth: float          # backlog growth over the stream, in landed batches
+    visible: list[float | None]  # per landed batch, when the MV showed it
 
     @property
     def verdict(self) -> str:
@@ -139,7 +140,7 @@ def figures(mv: str, landed: list[float], steps: list[Step], start: float, end: 
     lat = [v - t for t, v in zip(landed, visible) if v is not None]
     samples = [(at, backlog(landed, visible, at)) for at in _ticks(start, end, every)]
     return MvFigures(mv, sum(1 for s in steps if s.started >= start), lat, visible.count(None), percentile(lat, 0.5),
-                     percentile(lat, 0.95), max(lat, default=None), growth(samples))
+                     percentile(lat, 0.95), max(lat, default=None), growth(samples), visible)
 
 
 def _ticks(start: float, end: float, every: float) -> list[float]:
@@ -262,7 +263,7 @@ def _stream(options: Options, dsn: str, echo) -> list[MvFigures]:
             os.killpg(serve.pid, signal.SIGKILL)
         serve_log.close()
     results = [figures(mv, landed, _steps(project, mv), start, end, _reached(project, mv, landed)) for mv in MVS]
-    _save(options, results, landed, project, start, end, fraction, offers)
+    _save(options, results, landed, start, end, fraction, offers)
     return results
 
 
@@ -297,7 +298,7 @@ def table(results: list[MvFigures]) -> str:
     return "\n".join(lines)
 
 
-def _save(options: Options, results: list[MvFigures], landed: list[float], project: Path, start: float, end: float,
+def _save(options: Options, results: list[MvFigures], landed: list[float], start: float, end: float,
           fraction: float, offers: int) -> None:
     achieved = len(landed) * fraction * offers / max(end - start, 1e-9)
     text = (f"F1 at scale {options.scale:g} ({offers:,} offers): {options.rate:g} changes/s asked, in batches every "
@@ -309,12 +310,12 @@ def _save(options: Options, results: list[MvFigures], landed: list[float], proje
                                                      "results": [asdict(r) for r in results]}, indent=1))
     print(text)
     try:
-        _plot(options.out / "f1.png", results, landed, project, start, end)
+        _plot(options.out / "f1.png", results, landed, start, end)
     except ImportError:
         print("f1: no plot (pip install -e '.[bench]' for matplotlib)")
 
 
-def _plot(path: Path, results: list[MvFigures], landed: list[float], project: Path, start: float, end: float) -> None:
+def _plot(path: Path, results: list[MvFigures], landed: list[float], start: float, end: float) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -322,7 +323,7 @@ def _plot(path: Path, results: list[MvFigures], landed: list[float], project: Pa
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
     for r in results:
-        visible = _visible(project, r.mv, landed)
+        visible = r.visible
         seen = [(t - start, v - t) for t, v in zip(landed, visible) if v is not None]
         top.plot([x for x, _ in seen], [y for _, y in seen], marker=".", label=r.mv)
         ticks = _ticks(start, max(end, max((v for v in visible if v), default=end)), 5.0)
