@@ -22,9 +22,9 @@ The floor (``--floor``: every cell; by default the random 0.1% cells): one colum
 every input the refresh reads, plus writing as many MV rows as the refresh affected.
 
 P5 (``--p5``, run before the cells): the reader query below on the forced-incremental MV of each format, against the
-same query on a plain parquet copy of the MV's rows, after a full build and after 1 and 5
-refresh batches (``--p5-share`` of random changes each, nothing compacted in between: the record
-says whether a batch compacted).
+same query on a plain parquet copy of the MV's rows, after a full build and after 1 and 10
+refresh batches (``--p5-share`` of random changes each; the record says whether a batch compacted:
+below ``compact_below_rows``, ``--compact-below``, every batch does).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ STRATEGIES = (*MV_STRATEGIES, "peer")
 SHARES = (0.001, 0.01, 0.1)
 DEMO_MODEL = Path("models/marts/offers_wide.sql")
 OFFERS_PER_SCALE = 10_000  # compiler.demo.sizes(1)["offers"]
-P5_POINTS = (0, 1, 5)
+P5_POINTS = (0, 1, 10)  # issue 32: readers after 1 and after 10 batches
 # Seed 000's reader: filters on columns of two different inputs (regions, shops), sorted, first 100.
 READ_QUERY = """SELECT offer_id, title, shop_name, region_name, retail_price
 FROM {table}
@@ -75,9 +75,9 @@ def strategy_config_supported() -> bool:
     return "strategy" in {f.name for f in dataclasses.fields(MvKind)}
 
 
-def prepare(project: Path, formats: tuple[str, ...], strategies: tuple[str, ...]) -> list[str]:
+def prepare(project: Path, formats: tuple[str, ...], strategies: tuple[str, ...], compact_below: int | None = None) -> list[str]:
     """Write one copy of the demo's ``offers_wide`` per format and strategy into ``project``
-    (a copy of the demo project); the MV names."""
+    (a copy of the demo project), with ``compact_below_rows`` when given; the MV names."""
     body = re.sub(r"^\{\{\s*config\(.*?\)\s*\}\}\n", "", (project / DEMO_MODEL).read_text(), flags=re.S)
     with_strategy = strategy_config_supported()
     names = []
@@ -86,6 +86,8 @@ def prepare(project: Path, formats: tuple[str, ...], strategies: tuple[str, ...]
             config = f"materialized='mv', table_format='{table_format}'"
             if with_strategy:
                 config += f", strategy='{strategy}'"
+            if compact_below is not None:
+                config += f", compact_below_rows={compact_below}"
             name = mv_name(table_format, strategy)
             (project / DEMO_MODEL.parent / f"{name}.sql").write_text(f"{{{{ config({config}) }}}}\n{body}")
             names.append(name)
@@ -266,7 +268,7 @@ class Grid:
         return cell
 
     def p5(self, echo: Callable[[str], None]) -> list[dict[str, Any]]:
-        """The reader query on each format's MV against a parquet copy, after 0, 1 and 5 batches."""
+        """The reader query on each format's MV against a parquet copy, after each of ``P5_POINTS`` batches."""
         readers = {f: (self.mvs.get((f, "incremental")) or self.mvs.get((f, "auto"))) for f in self.args.formats}
         readers = {f: m for f, m in readers.items() if m is not None}
         points, batches = [], []
@@ -281,8 +283,10 @@ class Grid:
                                     "strategy": record["strategy"], "seconds": record["seconds"]})
             if batch in P5_POINTS:
                 for f, model in readers.items():
-                    compacted = any(b["compacted"] for b in batches if b["format"] == f)
-                    point = {"format": f, "batches": batch, "compacted": compacted, **self._read(model.relation, f)}
+                    ran = [b for b in batches if b["format"] == f]
+                    compacted = any(b["compacted"] for b in ran)
+                    point = {"format": f, "batches": batch, "compacted": compacted, **self._read(model.relation, f),
+                             "batch_seconds": statistics.median(b["seconds"] for b in ran) if ran else None}
                     points.append(point)
                     echo(f"grid: P5 {f} MV after {batch} batches: {point['mv_seconds']:.3f} s vs parquet copy "
                          f"{point['copy_seconds']:.3f} s = {point['ratio']:.2f}× ({point['mv_jobs']} vs "
@@ -364,6 +368,8 @@ def add_selection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--p5-runs", type=int, default=5, help="P5: runs of each query per point")
     parser.add_argument("--p5-share", type=float, default=0.001,
                         help="P5: changed share of each refresh batch (0.01 compacts the parquet MV by the 5th batch)")
+    parser.add_argument("--compact-below", type=int, default=None,
+                        help="the MVs' compact_below_rows (default: mvflow's; 0: compacted past compact_threshold only)")
 
 
 def finish_selection(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:

@@ -62,7 +62,7 @@ sources:
 """
 
 WIDE = """
-{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, compact_below_rows=0) }}}}
 SELECT
   o.id,
   o.title,
@@ -94,7 +94,7 @@ FROM {{{{ source('{db}', 'shops') }}}} AS s
 JOIN {{{{ source('{db}', 'warehouses') }}}} AS w ON w.id = s.wh_id
 WHERE s.deleted = FALSE
 """
-_UNION_CONFIG = "{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, unique_key=<key>) }}}}"
+_UNION_CONFIG = "{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, compact_below_rows=0, unique_key=<key>) }}}}"
 SHAPES = {
     "discriminator": {"<key>": "['kind', 'id']", "<offer_key>": "'offer' AS kind, o.id", "<shop_key>": "'shop' AS kind, s.id"},
     "computed": {"<key>": "'id'", "<offer_key>": "100000000 + CAST(o.id AS BIGINT) AS id", "<shop_key>": "200000000 + s.id AS id"},
@@ -110,7 +110,7 @@ def union_model(shape: str) -> str:
 
 
 _NOTES = """
-{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, compact_below_rows=0) }}}}
 SELECT o.id, o.title, n.text AS note, nc.name AS note_category
 FROM {{{{ source('{db}', 'offers') }}}} AS o
 <join> {{{{ source('{db}', 'offer_notes') }}}} AS n ON n.offer_id = o.id AND n.deleted = FALSE
@@ -125,7 +125,7 @@ def notes_model(join: str) -> str:
 
 
 _TAGS = """
-{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, compact_below_rows=0) }}}}
 SELECT o.id, o.title, t.text AS tag, tc.name AS tag_category
 FROM {{{{ source('{db}', 'offers') }}}} AS o
 <join> {{{{ source('{db}', 'offer_tags') }}}} AS t ON t.offer_id = o.id AND t.deleted = FALSE
@@ -135,7 +135,7 @@ WHERE o.deleted = FALSE
 
 # an aggregate joined back (kinds/mv/lift.py): offers with their tags counted by a CTE, itself a join
 TAG_COUNTS = """
-{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, compact_below_rows=0) }}}}
 with tagged as (
     select t.offer_id, count(*) as tags, max(c.name) as last_category
     from {{{{ source('{db}', 'offer_tags') }}}} as t
@@ -150,7 +150,7 @@ where o.deleted = false
 """
 
 STAFF = """
-{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, compact_below_rows=0) }}}}
 SELECT o.id, st.id AS staff_id, o.title, s.name AS shop, st.name AS staff
 FROM {{{{ source('{db}', 'offers') }}}} AS o
 JOIN {{{{ source('{db}', 'shops') }}}} AS s ON s.id = o.shop_id
@@ -160,7 +160,7 @@ WHERE o.deleted = FALSE AND s.deleted = FALSE
 
 
 _RANKED = """
-{{{{ config(materialized='mv', schema='{db}', strategy='<strategy>', chunk_keys=2, compact_threshold=100) }}}}
+{{{{ config(materialized='mv', schema='{db}', strategy='<strategy>', chunk_keys=2, compact_threshold=100, compact_below_rows=0) }}}}
 SELECT
   o.id,
   s.name AS shop,
@@ -184,7 +184,7 @@ def ranked_model(strategy: str = "incremental") -> str:
 
 
 SHOP_STATS = """
-{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, compact_below_rows=0) }}}}
 SELECT
   o.shop_id,
   s.name AS shop,
@@ -204,7 +204,7 @@ GROUP BY o.shop_id, s.name
 """
 
 REGION_STATS = """
-{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, compact_below_rows=0) }}}}
 SELECT r.name AS region, COUNT(*) AS offers, COUNT(DISTINCT s.id) AS shops
 FROM {{{{ source('{db}', 'offers') }}}} AS o
 JOIN {{{{ source('{db}', 'shops') }}}} AS s ON s.id = o.shop_id

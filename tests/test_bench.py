@@ -129,13 +129,13 @@ def test_grid_tables_show_strategies_jobs_ratios_floor_and_p5():
         "floor": {"seconds": 1.0, "scan_seconds": 0.7, "write_seconds": 0.3, "rows_written": 100}}
     text = render({"offers": 100_000, "formats": ["parquet"], "cells": [cell], "strategy_config": False,
                    "p5": [{"format": "parquet", "batches": 1, "mv_seconds": 0.3, "copy_seconds": 0.2, "ratio": 1.5,
-                           "mv_jobs": 3, "copy_jobs": 1, "compacted": False, "same_rows": True}]})
+                           "mv_jobs": 3, "copy_jobs": 1, "compacted": True, "same_rows": True, "batch_seconds": 2.5}]})
 
     assert "### P2 grid, 100,000 offers" in text and "fallback" in text
     assert "| random 0.1% | parquet | 2.00 s (incremental, 12 jobs) | 2.20 s (12 jobs) | 5.00 s (12 jobs) | " \
            "1.00 s (3 jobs) | 2.00× (missed) | 0.50× | 0.40× |" in text
     assert "| random 0.1% | 1.00 s (0.70 s scan + 0.30 s writing 100 rows) | 2.00× |" in text
-    assert "| parquet | 1 | 0.300 s | 0.200 s | 1.50× | 3 / 1 |  |" in text
+    assert "| parquet | 1 | 0.300 s | 0.200 s | 1.50× | 3 / 1 |  | 2.50 s | compacted |" in text
 
 
 def test_f1_latency_backlog_and_verdict():

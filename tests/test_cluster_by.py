@@ -98,7 +98,7 @@ def test_parquet_and_unknown_columns_fail_at_their_line(make_project):
 
 # three inputs (a position source, a dictionary): the runs stay short
 SMALL = """
-{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, cluster_by='shop') }}}}
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, compact_below_rows=0, cluster_by='shop') }}}}
 SELECT o.id, o.title, s.name AS shop, c.name AS category
 FROM {{{{ source('{db}', 'offers') }}}} AS o
 JOIN {{{{ source('{db}', 'shops') }}}} AS s ON s.id = o.shop_id AND s.deleted = FALSE

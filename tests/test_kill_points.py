@@ -72,7 +72,7 @@ class Rig:
     """The MV world of the oracle tests plus a fact, its events and a change generator."""
 
     def __init__(self, spark, root: Path, table_format: str = "parquet"):
-        models = {"wide": WIDE.replace("compact_threshold=100", "compact_threshold=0"),  # compacts every batch
+        models = {"wide": WIDE.replace("compact_threshold=100, compact_below_rows=0", "compact_threshold=0"),  # compacts every batch
                   "fan": WIDE.replace("strategy='incremental'", "strategy='full'"),       # every refresh is a build
                   # every refresh in chunks of about 2 keys (a crash at the first of a phase is in chunk 1)
                   "chunk": WIDE.replace("strategy='incremental'", "strategy='chunked', chunk_keys=2")}

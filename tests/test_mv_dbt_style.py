@@ -41,7 +41,7 @@ where deleted = false<shop_filter>
 """
 
 OFFER_FACTS = """
-{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, compact_below_rows=0) }}}}
 with offers as (
     select * from {{{{ ref('stg_offers') }}}}
 ),
@@ -66,7 +66,7 @@ select * from final
 """
 
 SHOP_COUNTS = """
-{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, compact_below_rows=0) }}}}
 with offers as (
     select * from {{{{ ref('stg_offers') }}}}
 )
@@ -77,7 +77,7 @@ group by shop_id
 
 
 SHOP_SUMMARY = """
-{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, compact_below_rows=0) }}}}
 with shops as (
     select * from {{{{ ref('stg_shops') }}}}
 ),
@@ -91,13 +91,13 @@ left join counts on counts.shop_id = shops.shop_id
 
 
 SHOP_CATEGORIES = """
-{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, compact_below_rows=0) }}}}
 select distinct shop_id, cat_id from {{{{ ref('stg_offers') }}}}
 """
 
 
 OPEN_SHOP_OFFERS = """
-{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, compact_below_rows=0) }}}}
 select o.offer_id, o.title
 from {{{{ ref('stg_offers') }}}} as o
 where o.shop_id in (select shop_id from {{{{ ref('stg_shops') }}}} where rating >= 2)
@@ -117,7 +117,7 @@ group by shop_id
 """
 
 SHOP_STATS = """
-{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, compact_below_rows=0) }}}}
 with shops as (
     select * from {{{{ ref('stg_shops') }}}}
 ),

@@ -306,7 +306,7 @@ def test_group_by_crash_new_changes_and_redo(spark, tmp_path, table_format):
 
 
 TAG_COUNTS = """
-{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100) }}}}
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=100, compact_below_rows=0) }}}}
 SELECT t.text AS tag, COUNT(*) AS offers, COUNT(t.id) AS tagged
 FROM {{{{ source('{db}', 'offers') }}}} AS o
 LEFT JOIN {{{{ source('{db}', 'offer_tags') }}}} AS t ON t.offer_id = o.id AND t.deleted = FALSE

@@ -38,13 +38,17 @@ class MvKind(ModelKind):
 
     name: ClassVar[str] = "mv"
     breaking: ClassVar[tuple[str, ...]] = ("unique_key",)
-    operational: ClassVar[tuple[str, ...]] = ("fanout_threshold", "compact_threshold", "strategy", "min_interval_seconds",
-                                              "chunk_keys", "cluster_by")
+    operational: ClassVar[tuple[str, ...]] = ("fanout_threshold", "compact_threshold", "compact_below_rows", "strategy",
+                                              "min_interval_seconds", "chunk_keys", "cluster_by")
+    zero_ok: ClassVar[frozenset[str]] = frozenset({"compact_below_rows"})
     on_breaking: ClassVar[str] = "rebuild"
     run_folder: ClassVar[bool] = True
     unique_key: tuple[str, ...] = ()
     fanout_threshold: float = 0.2
     compact_threshold: float = 0.1
+    #: an MV of at most this many rows is compacted after every batch by key, so its readers read a
+    #: plain table (``strategy.compaction_reason``); 0: only past ``compact_threshold``
+    compact_below_rows: int = 100_000
     strategy: str = "auto"
     min_interval_seconds: int = 0  # ``min_interval``: the shortest time between two batches
     chunk_keys: int = 500_000  # affected keys per chunk of a chunked refresh

@@ -4,8 +4,9 @@ How the rows are stored is the storage's (``compiler.kinds.mv.storage``, one per
 
 - parquet: ``<mv>__mvflow_base_<a|b>`` base slots (blue/green), ``<mv>__mvflow_delta_<a|b>``
   recomputed rows and tombstones partitioned by batch, and a merge-on-read view under the
-  model's name; compaction (when the delta passes ``compact_threshold`` × base rows) writes a
-  new base into the idle slot and swaps the view;
+  model's name; compaction (after every batch of a small MV, else when the delta passes
+  ``compact_threshold`` × base rows: ``strategy.compaction_reason``) writes a new base into the
+  idle slot and swaps the view;
 - delta: one Delta table under the model's name, one ``MERGE`` per batch, ``OPTIMIZE`` where
   parquet compacts.
 
@@ -517,12 +518,20 @@ class _Refresh:
         else:
             self._write_keys(batch, state, outcome.affected)
         self._commit(batch, ranges, state, outcome.affected, changed, keys=outcome.affected)
-        compact = getattr(self.kind, "compact_threshold", 0.1)
-        if state.delta_rows > compact * max(state.base_rows, 1):
-            self._adaptive(True)
-            self.storage.compact(state)
+        reason = strategy.compaction_reason(_kind(self.kind), state.base_rows, state.delta_rows)
+        if reason:
+            self._compact(batch, state, reason)
             outcome.compacted = True
         return outcome
+
+    def _compact(self, batch: int, state: MvState, reason: str) -> None:
+        """Compact after the batch's commit (a crash leaves the batch committed: parquet's half-swapped
+        slot is rebuilt by the next run, Delta's OPTIMIZE commits whole or not at all), its seconds
+        logged as a step of its own: the cost model adds them to a batch by key of a small MV."""
+        started = time.monotonic()
+        self._adaptive(True)
+        self.storage.compact(state)
+        self._log_step(batch, self.now(), 0, started, strategy.COMPACTION, {"rows": state.base_rows, "reason": reason})
 
     def _switch_to_build(self, batch: int, state: MvState, decision: Decision) -> Outcome:
         self.echo(f"{self.plan.name}: {decision.reason}, switching to a full build ({decision.words()})")
@@ -657,14 +666,16 @@ class _Refresh:
         detail = {"keys": keys, "rows": state.base_rows, **({"groups": state.groups} if state.groups is not None else {}),
                   "chunks": decision.chunks if decision else 1,
                   **({"estimates": decision.to_dict()["estimates"], "reason": decision.reason} if decision else {})}
-        self.store.log_step(StepLogRow(self.plan.topic(), now, affected, last=(batch - 1,), next=(last,),
-                                       seconds=time.monotonic() - self.started, consumer=self.holder,
-                                       token=self.leases[self.plan.topic()].token,
-                                       strategy=decision.strategy or "" if decision else "", detail=detail))
+        self._log_step(batch, now, affected, self.started, decision.strategy or "" if decision else "", detail)
         self.phase("mv:step-logged")
         for input_id, mode in self.modes.items():
             mode.after_commit(self, batch, *ranges[input_id])
         self.phase("mv:snapshots-dropped")
+
+    def _log_step(self, batch: int, now: datetime, rows: int, started: float, how: str, detail: dict) -> None:
+        self.store.log_step(StepLogRow(self.plan.topic(), now, rows, last=(batch - 1,), next=(batch + self.span - 1,),
+                                       seconds=time.monotonic() - started, consumer=self.holder,
+                                       token=self.leases[self.plan.topic()].token, strategy=how, detail=detail))
 
     # -- Spark helpers -------------------------------------------------------------------
     # what a storage (compiler.kinds.mv.storage) uses

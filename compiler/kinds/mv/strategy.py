@@ -52,6 +52,7 @@ from ...state import StepLogRow
 from . import MvKind
 
 INCREMENTAL, CHUNKED, FULL = "incremental", "chunked", "full"
+COMPACTION = "compaction"  # not a strategy: the step-log row of a compaction that followed a batch
 HISTORY = 10  # recorded batches of each kind the cost model fits
 # Exploration (``explore_by_key``): a batch the estimates give to a full build goes by key instead
 # while fewer than MEASURED batches by key are recorded, or after EXPLORE_AFTER full builds in a
@@ -88,11 +89,13 @@ class CostModel:
     refresh_from: str
     build_from: str
     refreshes: int = 0  # recorded refreshes by key the fit used (0: the refresh costs are a prior)
+    #: seconds of the compaction that follows every batch by key of a small MV (0: none follows)
+    compaction: float = 0.0
 
     def incremental(self, keys: int) -> float | None:
         if self.refresh_fixed is None or self.per_key is None:
             return None
-        return self.refresh_fixed + self.per_key * keys
+        return self.refresh_fixed + self.per_key * keys + self.compaction
 
     def chunked(self, keys: int, chunks: int) -> float | None:
         one = self.incremental(keys)
@@ -149,13 +152,49 @@ def runs(steps: Sequence[StepLogRow]) -> list[Run]:
     found = []
     for step in steps:
         keys, rows = step.detail.get("keys"), step.detail.get("rows")
-        if step.strategy and isinstance(keys, int) and isinstance(rows, int) and keys > 0 and step.seconds > 0:
+        if step.strategy == COMPACTION and isinstance(rows, int) and rows > 0 and step.seconds > 0:
+            found.append(Run(COMPACTION, step.seconds, 0, rows))
+        elif step.strategy and isinstance(keys, int) and isinstance(rows, int) and keys > 0 and step.seconds > 0:
             found.append(Run(step.strategy, step.seconds, keys, rows, int(step.detail.get("chunks") or 1)))
     return found
 
 
-def cost_model(history: Sequence[Run], fanout_threshold: float = 0.2) -> CostModel:
+def compaction_reason(kind: MvKind, base_rows: int, delta_rows: int) -> str | None:
+    """Why the batch just committed is followed by a compaction (None: it is not). A small MV is
+    compacted after every batch: its readers then read a plain table (the merge-on-read view cost a
+    reader 1.3-4.6x a plain table at 100,000 rows, a fixed ~0.2 s a query; rewriting 100,000 rows
+    costs about a second). A larger one when its delta passes ``compact_threshold`` of its rows.
+
+    >>> compaction_reason(MvKind(), 50_000, 40)
+    'a small MV (50,000 rows, compact_below_rows 100,000): compacted after every batch'
+    >>> compaction_reason(MvKind(), 1_000_000, 40) is None, compaction_reason(MvKind(), 50_000, 0) is None
+    (True, True)
+    >>> compaction_reason(MvKind(compact_below_rows=0), 1_000_000, 150_000)
+    'the delta (150,000 rows) passed compact_threshold 0.1 of 1,000,000 rows'
+    """
+    if delta_rows <= 0:
+        return None
+    if compacts_every_batch(kind, base_rows):
+        return f"a small MV ({base_rows:,} rows, compact_below_rows {kind.compact_below_rows:,}): compacted after every batch"
+    if delta_rows > kind.compact_threshold * max(base_rows, 1):
+        return f"the delta ({delta_rows:,} rows) passed compact_threshold {kind.compact_threshold:g} of {base_rows:,} rows"
+    return None
+
+
+def compacts_every_batch(kind: MvKind, rows: int) -> bool:
+    return rows <= kind.compact_below_rows
+
+
+def _model(kind: MvKind, history: Sequence[Run], rows: int) -> CostModel:
+    """The cost model of a batch of an MV of ``rows`` rows: by key pays the compaction that follows."""
+    return cost_model(history, kind.fanout_threshold, rows if compacts_every_batch(kind, rows) else 0)
+
+
+def cost_model(history: Sequence[Run], fanout_threshold: float = 0.2, compacted_rows: int = 0) -> CostModel:
     """Fit the MV's costs to its recorded batches (newest first; ``HISTORY`` of each kind).
+    ``compacted_rows``: the rows a compaction after each batch by key rewrites, at the median cost
+    per row of the recorded compactions (none recorded: not counted; a build's cost per row, the
+    only prior at hand, is ~10x a compaction's and would keep a small MV from ever being refreshed by key).
 
     >>> runs = [Run("incremental", 2.0, 1_000, 100_000), Run("incremental", 3.0, 11_000, 100_000),
     ...         Run("full", 9.0, 100_000, 100_000), Run("full", 5.0, 50_000, 50_000)]
@@ -164,6 +203,8 @@ def cost_model(history: Sequence[Run], fanout_threshold: float = 0.2) -> CostMod
     (1.9, 0.1, 1.0, 0.08)
     >>> m.refresh_from, m.build_from
     ('2 refreshes', '2 builds')
+    >>> round(cost_model(runs + [Run(COMPACTION, 0.5, 0, 100_000)], compacted_rows=100_000).incremental(1_000), 2)
+    2.5
     >>> prior = cost_model([Run("full", 10.0, 100_000, 100_000)])
     >>> prior.incremental(20_000) == prior.full(100_000), prior.refresh_from
     (True, 'no refresh yet: prior, a key costs 1/0.2 rows of a build')
@@ -196,7 +237,9 @@ def cost_model(history: Sequence[Run], fanout_threshold: float = 0.2) -> CostMod
     else:
         refresh_fixed = per_key = None
         refresh_from = "no refresh recorded"
-    return CostModel(refresh_fixed, per_key, build_fixed, per_row, refresh_from, build_from, len(keyed))
+    compacted = [r.seconds / r.rows for r in history if r.strategy == COMPACTION][:HISTORY]
+    compaction = _median(compacted) * compacted_rows if compacted else 0.0
+    return CostModel(refresh_fixed, per_key, build_fixed, per_row, refresh_from, build_from, len(keyed), compaction)
 
 
 def _fixed_for(points: list[tuple[float, float]], slope: float) -> float:
@@ -231,7 +274,7 @@ def before_changes(kind: MvKind, rows: int, history: Sequence[Run], probed_main_
     >>> before_changes(MvKind(), 1_000_000, runs, probed_main_keys=1_000).strategy is None
     True
     """
-    model = cost_model(history, kind.fanout_threshold)
+    model = _model(kind, history, rows)
     full = model.full(rows)
     if kind.strategy == FULL:
         return Decision(FULL, "config(strategy='full')", None, rows, {FULL: full})
@@ -261,7 +304,7 @@ def before_keys(kind: MvKind, changed: Mapping[str, int], main_inputs: Sequence[
     lower = max([changed.get(i, 0) for i in main_inputs] or [0])
     if kind.strategy != "auto":
         return Decision(None, f"config(strategy={kind.strategy!r}): decided on the affected keys")
-    model = cost_model(history, kind.fanout_threshold)
+    model = _model(kind, history, rows)
     full, keyed = model.full(rows), model.incremental(lower)
     estimates = {INCREMENTAL: keyed, FULL: full}
     narrow = lower <= kind.fanout_threshold * max(rows, 1)
@@ -298,7 +341,7 @@ def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run]) -
     >>> after_keys(MvKind(), 469_445, 8_644_485, ten_m).words()  # measured: by key 37 s, full 77 s
     'incremental: est. 52.8 s vs full 78.5 s (469,445 keys of 8,644,485 rows)'
     """
-    model = cost_model(history, kind.fanout_threshold)
+    model = _model(kind, history, rows)
     chunks = chunk_count(affected, kind.chunk_keys)
     full, one = model.full(rows), model.incremental(affected)
     estimates = {INCREMENTAL: one, FULL: full}
@@ -345,12 +388,13 @@ def explore_by_key(history: Sequence[Run]) -> str | None:
     >>> explore_by_key([build]) is None
     True
     """
-    keyed = sum(1 for run in history if run.strategy != FULL)
+    batches = [run for run in history if run.strategy != COMPACTION]
+    keyed = sum(1 for run in batches if run.strategy != FULL)
     if not keyed:
         return None
     if keyed < MEASURED:
         return f"by key measured {'once' if keyed == 1 else f'{keyed} times'}, too few to trust ({MEASURED} wanted)"
-    streak = next(i for i, run in enumerate(history) if run.strategy != FULL)
+    streak = next(i for i, run in enumerate(batches) if run.strategy != FULL)
     return f"{streak} full builds since the last batch by key" if streak >= EXPLORE_AFTER else None
 
 
@@ -405,24 +449,28 @@ def explain_lines(kind: MvKind, history: Sequence[Run], rows: int | None) -> lis
     fitted costs and today's break-even.
 
     >>> runs = [Run("full", 8.7, 100_000, 100_000), Run("incremental", 1.9, 607, 100_000)]
-    >>> print("\\n".join(explain_lines(MvKind(min_interval_seconds=600), runs, 100_000)))
-      strategy: auto (fanout_threshold 0.2, chunk_keys 500,000, min_interval 10m)
+    >>> print("\\n".join(explain_lines(MvKind(min_interval_seconds=600, compact_below_rows=0), runs, 100_000)))
+      strategy: auto (fanout_threshold 0.2, chunk_keys 500,000, min_interval 10m, compact_below_rows 0)
       cost model: by key 0 s + 3.13 ms/key (1 refresh); full build 0 s + 0.087 ms/row (1 build)
       now: a full build of 100,000 rows est. 8.7 s; by key is cheaper below 2,779 affected keys
+    >>> print(explain_lines(MvKind(), runs + [Run(COMPACTION, 0.9, 0, 100_000)], 100_000)[1])
+      cost model: by key 0 s + 3.13 ms/key (1 refresh) + its compaction 0.9 s; full build 0 s + 0.087 ms/row (1 build)
     """
     lines = [f"  strategy: {kind.strategy} (fanout_threshold {kind.fanout_threshold:g}, chunk_keys {kind.chunk_keys:,}, "
-             f"min_interval {duration_words(kind.min_interval_seconds)})"]
+             f"min_interval {duration_words(kind.min_interval_seconds)}, compact_below_rows {kind.compact_below_rows:,})"]
     if not history:
         return lines + ["  cost model: no batch recorded yet"]
-    m = cost_model(history, kind.fanout_threshold)
+    m = _model(kind, history, rows or 0)
     keyed = (f"by key {_seconds(m.refresh_fixed)} + {_rate(m.per_key, 'key')} ({m.refresh_from})"
              if m.per_key is not None and m.refresh_fixed is not None else f"by key: {m.refresh_from}")
+    if m.compaction:
+        keyed += f" + its compaction {_seconds(m.compaction)}"
     built = (f"full build {_seconds(m.build_fixed)} + {_rate(m.per_row, 'row')} ({m.build_from})"
              if m.per_row is not None and m.build_fixed is not None else f"full build: {m.build_from}")
     lines.append(f"  cost model: {keyed}; {built}")
     full = m.full(rows) if rows is not None else None
     if full is not None and m.per_key and m.refresh_fixed is not None:
-        even = max(0, int((full - m.refresh_fixed) / m.per_key))
+        even = max(0, int((full - m.refresh_fixed - m.compaction) / m.per_key))
         lines.append(f"  now: a full build of {rows:,} rows est. {_seconds(full)}; by key is cheaper below {even:,} affected keys")
     return lines
 
@@ -451,17 +499,18 @@ def cost_lines(steps: Sequence[StepLogRow], last: int = 10) -> list[str]:
     if not found:
         return ["  cost model inputs: no batch recorded yet"]
     lines = [f"  cost model inputs (newest first; the last {HISTORY} of each kind):"]
-    kept = {FULL: 0, "keyed": 0}
+    kept = {FULL: 0, COMPACTION: 0, "keyed": 0}
     for run in found:
-        kind = FULL if run.strategy == FULL else "keyed"
+        kind = run.strategy if run.strategy in kept else "keyed"
         kept[kind] += 1
         if kept[kind] > HISTORY:
             continue
-        size = f"{run.rows:,} rows" if run.strategy == FULL else f"{run.keys:,} keys of {run.rows:,} rows"
-        rate = _rate(run.seconds / max(run.rows if run.strategy == FULL else run.keys, 1), "row" if run.strategy == FULL else "key")
+        by_row = kind != "keyed"
+        size = f"{run.rows:,} rows" if by_row else f"{run.keys:,} keys of {run.rows:,} rows"
+        rate = _rate(run.seconds / max(run.rows if by_row else run.keys, 1), "row" if by_row else "key")
         lines.append(f"    {run.strategy:<12} {size:>28} {_seconds(run.seconds):>7} {rate:>14}")
     lines.append("  last decisions (newest first): estimated vs actual")
-    for step in [s for s in steps if s.strategy][:last]:
+    for step in [s for s in steps if s.strategy and s.strategy != COMPACTION][:last]:
         estimate = (step.detail.get("estimates") or {}).get(step.strategy)
         ratio = f" ({step.seconds / estimate:.2f}x)" if estimate else ""
         batch = f"batch {step.next[0]}  " if step.next else ""
