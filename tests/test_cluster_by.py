@@ -52,7 +52,9 @@ def test_the_clause_is_in_the_compiled_sql(make_project):
     write_artifacts(manifest)
     run = root / "target" / "run"
     build = (run / "wide" / "build.sql").read_text()
-    assert "CREATE OR REPLACE TABLE default.wide\nUSING delta\nCLUSTER BY (shop_id)\nTBLPROPERTIES" in build
+    assert "CREATE OR REPLACE TABLE default.wide\nUSING delta\nCLUSTER BY (shop_id)\nAS" in build
+    assert "ALTER TABLE default.wide SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true');" in \
+        (run / "wide" / "deletion_vectors.sql").read_text()  # once the MV passes compact_below_rows
     assert "ALTER TABLE default.wide CLUSTER BY (shop_id);" in (run / "wide" / "cluster_by.sql").read_text()
     assert "OPTIMIZE default.wide;" in (run / "wide" / "optimize.sql").read_text()  # clusters: no ZORDER
     stats = (run / "stats.sql").read_text()

@@ -290,7 +290,7 @@ class _Refresh:
         # what the target set (not the session's value now: a batch in another thread may have switched it)
         self.adaptive = launch_conf(spark, ADAPTIVE, "true")  # classic: the SparkContext's conf; Spark Connect too
         self.broadcast = launch_conf(spark, BROADCAST, "10MB")
-        self.holder, self.now, self.phase, self.echo, self.kind = holder, now, phase, echo, kind
+        self.holder, self.now, self.phase, self.echo, self.kind = holder, now, phase, echo, _kind(kind)
         self.leases: dict[str, Lease] = {}
         self.lease_seconds = LEASE_SECONDS
         self.views: list[str] = []
@@ -349,7 +349,7 @@ class _Refresh:
             self.resume, self.span = True, int(state.chunked["chunks"])
         elif reason is None:  # decided without any key: config(strategy='full'), or a small MV
             probed = max((self.probe.changed_keys.get(part.main_input, 0) for part in self.plan.parts), default=0)
-            forced = strategy.before_changes(_kind(self.kind), state.base_rows, self.history, probed)
+            forced = strategy.before_changes(self.kind, state.base_rows, self.history, probed)
             reason, forced = (forced.reason, forced) if forced.strategy == FULL else (None, None)
         self.store.set_next(self.leases[self.plan.topic()], (batch,), self.now())
         ranges = self._plan_ranges(batch, fresh=reason is not None)
@@ -490,7 +490,7 @@ class _Refresh:
             self._drop_views()
             return self._build(batch, state, self._plan_ranges(batch, fresh=True), reason)
         outcome = Outcome(batch, "refresh", changed=changed)
-        kind, rows = _kind(self.kind), state.base_rows
+        kind, rows = self.kind, state.base_rows
         if not any(changed.values()):
             outcome.mode = "noop"
             self._commit(batch, ranges, state, 0, changed)
@@ -518,7 +518,7 @@ class _Refresh:
         else:
             self._write_keys(batch, state, outcome.affected)
         self._commit(batch, ranges, state, outcome.affected, changed, keys=outcome.affected)
-        reason = strategy.compaction_reason(_kind(self.kind), state.base_rows, state.delta_rows)
+        reason = strategy.compaction_reason(self.kind, state.base_rows, state.delta_rows)
         if reason:
             self._compact(batch, state, reason)
             outcome.compacted = True

@@ -36,6 +36,7 @@ from .plan import DELETED, SLOTS, WAS, MvPlan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from . import MvKind
 
 
 @dataclass
@@ -53,6 +54,7 @@ class MvState:
     unpublished: int = 0  # the last full build, when it published no keys (no MV read this one then)
     groups: int | None = None  # a GROUP BY MV's group rows (base_rows holds its members too; parquet: like it, as of
     # the last build or compaction); None: not counted
+    deletion_vectors: bool = False  # delta: the table's MERGEs write deletion vectors (an MV past compact_below_rows)
 
     @classmethod
     def parse(cls, text: str) -> "MvState":
@@ -114,6 +116,7 @@ class Runner(Protocol):
     spark: "SparkSession"
     plan: MvPlan
     derived: Derived
+    kind: MvKind
 
     def phase(self, name: str) -> None: ...
     def echo(self, text: str) -> None: ...
@@ -356,6 +359,8 @@ class DeltaStorage:
         run.phase("mv:build-replaced")
         version, metrics = delta_commit(run.spark, self.table)  # the rows from the commit's metrics: no count
         rows = int(metrics["numOutputRows"]) if "numOutputRows" in metrics else run.spark.table(self.table).count()
+        deletion_vectors = self.deletion_vectors(rows, False)
+        version = delta_version(run.spark, self.table) if deletion_vectors else version
         leftovers = [n for n in run.derived.queries if n.startswith("drop:")] if switching else []
         for name in leftovers:  # the parquet format's tables
             run.sql(name)
@@ -363,7 +368,21 @@ class DeltaStorage:
         run.phase("mv:build-published")
         groups = int(run.sql("count_groups").first()[0]) if run.plan.grouped else None
         return MvState(base_rows=rows, definition=run.definition, version=version, unpublished=unpublished,
-                       cluster_by=list(run.plan.cluster_by), groups=groups)
+                       cluster_by=list(run.plan.cluster_by), groups=groups, deletion_vectors=deletion_vectors)
+
+    def deletion_vectors(self, rows: int, enabled: bool) -> bool:
+        """Whether the table's MERGEs write deletion vectors, turned on once the MV has more than
+        ``compact_below_rows``. A MERGE touching a few rows of a big file then marks them instead of
+        rewriting the file (at 1M rows, 0.1% random keys: 0.17x a rebuild, a full rewrite without);
+        but a table with the feature costs every reader one more Spark job, deletion vector or not
+        (bench/results/p5-compaction-100000.md), and a small MV is compacted after every batch
+        anyway. Once on, Delta keeps the feature in the table's protocol."""
+        from .strategy import compacts_every_batch
+
+        if enabled or compacts_every_batch(self.run.kind, rows):
+            return enabled
+        self.run.sql("deletion_vectors")
+        return True
 
     def write(self, state: MvState, batch: int, affected: int) -> None:
         metrics = self._merge(state).first()  # Delta returns the MERGE's row counts (no job)
@@ -405,6 +424,7 @@ class DeltaStorage:
         run = self.run
         run.sql("optimize")
         run.phase("mv:optimized")
+        state.deletion_vectors = self.deletion_vectors(state.base_rows, state.deletion_vectors)
         state.version, state.delta_rows = delta_version(run.spark, self.table), 0
         run.save_state(state)
         run.phase("mv:compacted")
