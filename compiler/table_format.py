@@ -48,9 +48,17 @@ def using(table_format: str, properties: dict[str, str] | None = None, cluster_b
     if cluster_by:
         clause += f"\n{cluster_clause(cluster_by)}"
     if properties:
-        pairs = ", ".join(f"'{k}' = '{v}'" for k, v in sorted(properties.items()))
-        clause += f"\nTBLPROPERTIES ({pairs})"
+        clause += f"\n{properties_clause(properties)}"
     return clause
+
+
+def properties_clause(properties: dict[str, str]) -> str:
+    """The ``TBLPROPERTIES`` clause of a ``CREATE`` or an ``ALTER TABLE … SET``.
+
+    >>> properties_clause(DELTA_PROPERTIES)
+    "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+    """
+    return "TBLPROPERTIES (" + ", ".join(f"'{k}' = '{v}'" for k, v in sorted(properties.items())) + ")"
 
 
 def cluster_clause(cluster_by: tuple[str, ...]) -> str:

@@ -83,12 +83,12 @@ def derive(plan: MvPlan) -> Derived:
 
 def _derive_delta(plan: MvPlan, q: dict[str, str]) -> None:
     """A Delta MV: one table under the model's name, replaced by a build, merged into by a batch."""
-    from ...table_format import DELTA_PROPERTIES, cluster_clause, using
+    from ...table_format import DELTA_PROPERTIES, cluster_clause, properties_clause, using
 
     table = plan.table
     # Built without deletion vectors: a small MV keeps none (``DeltaStorage.deletion_vectors``).
     q["build"] = f"CREATE OR REPLACE TABLE {table}\n{using('delta', cluster_by=plan.cluster_by)}\nAS\n{q['full']}"
-    q["deletion_vectors"] = f"ALTER TABLE {table} SET TBLPROPERTIES ({', '.join(f'{k!r} = {v!r}' for k, v in DELTA_PROPERTIES.items())})"
+    q["deletion_vectors"] = f"ALTER TABLE {table} SET {properties_clause(DELTA_PROPERTIES)}"
     # a changed cluster_by: a metadata-only commit, then "optimize" clusters the files (rows stay)
     q["cluster_by"] = f"ALTER TABLE {table} {cluster_clause(plan.cluster_by)}"
     if plan.grouped:  # the batch's rows come in as a DataFrame observed on the way: the groups it adds and removes
