@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up (if needed), then run the tests. Extra arguments go to pytest.
 #
-#   scripts/test.sh            the fast tier (target ≤ 15 minutes on 2 cores; 16.8-18.1 measured): every test not marked `slow`
+#   scripts/test.sh            the fast tier (target ≤ 15 minutes on 2 cores; 13.7-15.2 measured): every test not marked `slow`
 #   scripts/test.sh --slow     the slow system tier: real kill -9 of CLI processes, a standalone Spark
 #                              cluster, `serve` with three runners, the PostgreSQL metastore, dbt itself
 #   scripts/test.sh --all      both tiers in one pytest run
@@ -16,10 +16,10 @@ scripts/setup.sh
 # cores, one run after the other. Work stealing: with xdist's default (load) the tests' durations
 # summed to 17 minutes per process against 22 of wall (2026-11-27): one process ran the last heavy
 # modules while the other idled; a process that runs out now takes half of the other's queue. The
-# slow tier in two as well: the modules whose tests start processes (serve runners, kill -9s, a
-# cluster) one test at a time in one of them, as their leases and takeovers were timed, the rest
-# beside them (groups by module: tests/conftest.py): 29.2 minutes for 79 tests against 32.7 spread over
-# both and 33.0 for 65 in one (2026-11-29). MVFLOW_TEST_WORKERS=0 runs the fast tier in this process.
+# slow tier in two as well, each module whole in one process, serve, the concurrent runs and the
+# cluster never beside each other (groups: tests/conftest.py): 26.3 minutes for 79 tests against 29.2
+# with every system module in one process and 32.7 spread over both (2026-11-29).
+# MVFLOW_TEST_WORKERS=0 runs the fast tier in this process.
 tier=(-m "not slow" -n "${MVFLOW_TEST_WORKERS:-2}" --dist worksteal)
 paths=()
 case "${1:-}" in

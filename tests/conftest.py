@@ -47,8 +47,8 @@ def pytest_collection_modifyitems(items) -> None:
 # for a machine of their own share one group and never run beside each other: serve's leases,
 # takeovers and pauses, the concurrent runs, and the standalone cluster (its executors fit its workers:
 # beside a kill -9 test, one was lost and relaunched, 2026-11-29). The other system modules (kill -9s
-# of CLI runs, PostgreSQL, the browser) run beside them, as the in-process tests always did: 27.1
-# minutes against 29.2 with every system module in one process (2026-11-29). Weights: seconds measured
+# of CLI runs, PostgreSQL, the browser) run beside them, as the in-process tests always did: 26.3
+# minutes against 29.2 with every system module in one process (fresh clone, 2026-11-29). Weights: seconds measured
 # on 2 cores; the heaviest groups start first, the in-process tests (kill points, the Delta runs of
 # ``tests/tiers.py``) fill in.
 GROUPS = {**dict.fromkeys(("test_serve_cluster.py", "test_serve.py", "test_concurrency.py", "test_cluster.py"), "alone"),
