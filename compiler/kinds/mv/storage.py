@@ -375,7 +375,7 @@ class DeltaStorage:
         ``compact_below_rows``. A MERGE touching a few rows of a big file then marks them instead of
         rewriting the file (at 1M rows, 0.1% random keys: 0.17x a rebuild, a full rewrite without);
         but a table with the feature costs every reader one more Spark job, deletion vector or not
-        (bench/results/p5-compaction-100000.md), and a small MV is compacted after every batch
+        (bench/results/p5-compaction.md), and a small MV is compacted after every batch
         anyway. Once on, Delta keeps the feature in the table's protocol."""
         from .strategy import compacts_every_batch
 
