@@ -50,8 +50,8 @@ from .normalize.ctes import inline_ctes
 from .normalize.scope import alias, sources
 
 #: the owner's settings its lifted mvs share (not its key, clustering, hooks or alias: those are its table's)
-_SHARED_CONFIG = ("materialized", "schema", "database", "table_format", "file_format", "strategy", "compact_threshold", "compact_below_rows",
-                  "fanout_threshold", "min_interval_seconds", "chunk_keys", "full_refresh")
+_SHARED_CONFIG = ("materialized", "schema", "database", "table_format", "file_format", "strategy", "compact_threshold",
+                  "compact_below_rows", "fanout_threshold", "min_interval_seconds", "chunk_keys", "full_refresh")
 
 
 @dataclass(frozen=True)
