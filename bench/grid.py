@@ -58,18 +58,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+def main(argv: list[str] | None = None, echo: Callable[[str], None] = print) -> list[dict[str, Any]]:
     args = parse_args(argv)
     command = "python -m bench.grid " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.report:
         results = [json.loads(path.read_text()) for path in args.report]
     else:
-        results = [r for offers in args.sizes if (r := run_size(offers, args, print)) is not None]
+        results = [r for offers in args.sizes if (r := run_size(offers, args, echo)) is not None]
         text = f"`{command}`\n\n" + "\n".join(render(r) for r in results)
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "p2-grid.md").write_text(text)
     for result in results:
-        print(render(result))
+        echo(render(result))
     return results
 
 
@@ -207,6 +207,32 @@ def render(result: dict[str, Any]) -> str:
             lines.append(f"| {p['format']} | {p['batches']} | {p['mv_seconds']:.3f} s | {p['copy_seconds']:.3f} s | "
                          f"{p['ratio']:.2f}× | {p['mv_jobs']} / {p['copy_jobs']} | {delta_copy} | {batch} | {note} |")
     return "\n".join(lines) + "\n"
+
+
+def verdicts(result: dict[str, Any]) -> list[str]:
+    """One line per target for one size: the grid's auto cells, P5's readers (met when every point is).
+
+    >>> verdicts({"offers": 10, "cells": [], "p5": [{"format": "delta", "batches": 1, "ratio": 2.0,
+    ...   "delta_copy_ratio": 1.1}, {"format": "parquet", "batches": 1, "ratio": 1.3}]})
+    ['P5 at 10 offers, readers ≤ 1.2× a plain table of their format: delta met (worst 1.10×), parquet missed (worst 1.30×)']
+    """
+    found = []
+    autos = [_ratios({w: _median_record(cells, f, w) for w in (*MV_STRATEGIES, "peer")})[0]
+             for cells in _by_cell(result["cells"]).values() for f in result.get("formats", ())]
+    measured = [a for a in autos if a != "–"]
+    if measured:
+        met = sum("(met)" in a for a in measured)
+        found.append(f"P2 grid at {result['offers']:,} offers, auto ≤ {AUTO_TARGET}× min(full, peer): "
+                     f"{'met' if met == len(measured) else 'missed'} ({met} of {len(measured)} cells within)")
+    worst: dict[str, float] = {}
+    for p in result.get("p5") or []:  # a Delta MV against a Delta copy: what its own layout costs
+        ratio = p.get("delta_copy_ratio", p["ratio"])
+        worst[p["format"]] = max(worst.get(p["format"], 0.0), ratio)
+    if worst:
+        found.append(f"P5 at {result['offers']:,} offers, readers ≤ {AUTO_TARGET}× a plain table of their format: "
+                     + ", ".join(f"{f} {'met' if r <= AUTO_TARGET else 'missed'} (worst {r:.2f}×)"
+                                 for f, r in sorted(worst.items())))
+    return found
 
 
 def _by_cell(cells: list[dict[str, Any]]) -> dict[tuple[str, float], list[dict[str, Any]]]:

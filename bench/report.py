@@ -39,7 +39,7 @@ class Report:
     def markdown(self) -> str:
         head = ["figure", "what", "size", "wall: median (min–max)", "CPU s", "Python peak MB", "JVM peak MB",
                 "ratio", "note"]
-        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] if self.rows else []
         lines += ["| " + " | ".join(row.cells()) + " |" for row in self.rows]
         lines += [line for section in self.sections for line in ("", section.rstrip())]
         lines += [""] + [f"- {v}" for v in self.verdicts] + [f"- skipped: {s}" for s in self.skipped]

@@ -1,7 +1,13 @@
 """The bench's one command: ``python -m bench [--only P1,P4] [--quick] [--runs N] [--no-dbt]``.
 
 Prints one table of figures (medians of several runs, min–max, ratios measured side by side in
-the same run) and saves it with the raw samples to ``bench/.work/results.{md,json}``.
+the same run), the tables of the grid (P2), P5 and F1, and a met/missed line per target, and saves
+them with the raw samples to ``bench/.work/results.{md,json}``. Everything at its default sizes
+takes hours (F1 alone: 1M offers, then a 30-minute stream); ``--only`` picks figures.
+
+Figures: P1 compile; P2 the grid of refresh strategies against the peer (``bench/grid.py``);
+P2dbt the refresh against dbt-spark run by dbt (``bench/p2_refresh.py``); P3 a fact step; P4 a
+no-op run, P4b included; P5 readers of an MV; F1 freshness under a stream.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from bench import hooks, p1_compile, p4_noop  # noqa: E402
 from bench.peers import WORK  # noqa: E402
 from bench.report import Report  # noqa: E402
 
-FIGURES = ("P1", "P2", "P3", "P4")
+FIGURES = ("P1", "P2", "P2DBT", "P3", "P4", "P5", "F1")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -35,6 +41,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--p2-curve-runs", type=int, default=None, help="P2: runs per point of the curve (default 2)")
     parser.add_argument("--p3-scale", type=float, default=None,
                         help="P3 demo scale (default: a backlog of full 50,000-order steps, 21.25 for 3 runs)")
+    parser.add_argument("--grid-sizes", default=None, help="P2 grid: offers per size (default 10000,100000)")
+    parser.add_argument("--p5-sizes", default=None, help="P5: offers per size (default 100000)")
     parser.add_argument("--no-dbt", action="store_true", help="skip the dbt peer (no dbt venv is set up)")
     parser.add_argument("--out", type=Path, default=WORK, help="where results.md/json go")
     args = parser.parse_args(argv)
@@ -54,11 +62,17 @@ def main(argv: list[str] | None = None) -> Report:
     if "P1" in args.only:
         p1_compile.run(p1_compile.Options(sizes=sizes, dbt_size=dbt_size, runs=runs), report)
     if "P2" in args.only:
+        hooks.grid(args, report)
+    if "P2DBT" in args.only:
         hooks.p2(args, report)
     if "P3" in args.only:
         hooks.p3(args, report)
     if "P4" in args.only:
         p4_noop.run(p4_noop.Options(runs=runs, scale=0.1 if args.quick else 1.0), report)
+    if "P5" in args.only:
+        hooks.p5(args, report)
+    if "F1" in args.only:
+        hooks.f1(args, report)
     print()
     print(report.markdown())
     print(f"saved to {report.save(args.out)}")
