@@ -447,6 +447,7 @@ def status(obj: _Context, select, exclude, target) -> None:
     from .select import select as choose
     from .state import open_state_store
     from .serve.coordinator import COORDINATOR
+    from .publish import status as publish_status
     from .status import claim_lines, runner_lines, status_lines
 
     manifest = obj.manifest(target)
@@ -454,7 +455,9 @@ def status(obj: _Context, select, exclude, target) -> None:
     store = open_state_store(manifest.project.target(target).state)
     now = utc_now()
     runners = runner_lines(store.runners(), store.assignments(), store.get(COORDINATOR), now)
-    click.echo("\n".join([*claim_lines(store.claims(), now), *runners, *status_lines(store.offsets(), now, chosen)]))
+    published = publish_status.status_lines(publish_status.published_statuses(manifest, store, chosen, now))
+    click.echo("\n".join([*claim_lines(store.claims(), now), *runners, *status_lines(store.offsets(), now, chosen),
+                          *([""] + published if published else [])]))
 
 
 @cli.command()

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import jinja2
 
-from .errors import Problem, ProjectError
+from .errors import Problem, ProjectError, RunError
 from .files import MAX_MODEL_BYTES
+from .publish.stores import StoreSettings, store_problems
 from .sandbox import UNSAFE_HINT, Sandbox, SecurityError, TooLarge
 from .yamlfile import LineDict, check_keys, load_yaml
 
@@ -24,7 +25,7 @@ PROJECT_FILE = "project.yml"
 _PROJECT_KEYS = {"name", "version", "paths", "vars", "models", "seeds", "snapshots", "tests", "data_tests", "targets",
                  "default_target", "state"}
 _PATH_KEYS = {"models", "macros", "lineage", "target", "seeds", "tests", "snapshots"}
-_TARGET_KEYS = {"spark", "state", "table_format", "metastore"}
+_TARGET_KEYS = {"spark", "state", "table_format", "metastore", "stores"}
 TABLE_FORMATS = ("delta", "parquet")
 _SPARK_KEYS = {"master", "remote", "app_name", "warehouse_dir", "metastore_dir", "database", "log_level", "conf"}
 _STATE_KEYS = {"type", "path", "dsn"}
@@ -85,6 +86,7 @@ class Target:
     state: StateSettings
     table_format: str = "parquet"  # how models store their tables (a model's config may override it)
     metastore: MetastoreSettings = field(default_factory=MetastoreSettings)
+    stores: Mapping[str, StoreSettings] = field(default_factory=dict)  # serving stores MVs publish to (compiler.publish)
 
 
 @dataclass(frozen=True)
@@ -418,8 +420,20 @@ def _values_sandbox() -> Sandbox:
     return Sandbox(undefined=jinja2.StrictUndefined, limit=MAX_MODEL_BYTES)
 
 
-def _render_values(value: Any, display: str, line: int) -> Any:
-    """Render ``{{ env_var(...) }}`` inside string values of project.yml."""
+def render_value(template: str, what: str) -> str:
+    """A value kept unrendered at load (a store's secret dsn), rendered where it is used; the error
+    names ``what``, never the value."""
+    try:
+        return _values_sandbox().from_string(template).render(env_var=env_var) if "{{" in template else template
+    except (jinja2.TemplateError, SecurityError, TooLarge) as exc:
+        raise RunError(Problem(f"{what}: {exc}", PROJECT_FILE, code="jinja",
+                               hint="set the environment variable where mvflow runs")) from None
+
+
+def _render_values(value: Any, display: str, line: int, path: tuple[str, ...] = ()) -> Any:
+    """Render ``{{ env_var(...) }}`` inside string values of project.yml (but a store's dsn: ``render_value``)."""
+    if len(path) == 5 and path[0] == "targets" and path[2] == "stores" and path[4] == "dsn":
+        return value
     if isinstance(value, str) and "{{" in value:
         try:
             return _values_sandbox().from_string(value).render(env_var=env_var)
@@ -436,7 +450,7 @@ def _render_values(value: Any, display: str, line: int) -> Any:
                         if "environment variable" in str(exc) else "fix the {{ }} expression")
             ) from exc
     if isinstance(value, LineDict):
-        rendered = LineDict({k: _render_values(v, display, value.line_of(k)) for k, v in value.items()})
+        rendered = LineDict({k: _render_values(v, display, value.line_of(k), (*path, str(k))) for k, v in value.items()})
         rendered.line, rendered.key_lines = value.line, value.key_lines
         return rendered
     if isinstance(value, list):
@@ -552,6 +566,7 @@ def _load_targets(root: Path, data: LineDict, problems: list[Problem]) -> tuple[
             ),
             table_format=table_format,
             metastore=metastore,
+            stores=_stores(raw, str(name), problems),
         )
     default_target = str(data.get("default_target", next(iter(targets), "local")))
     if targets and default_target not in targets:
@@ -592,6 +607,19 @@ def _metastore(raw: LineDict, name: str, conf: LineDict, problems: list[Problem]
                                 "name the metastore", PROJECT_FILE, conf.line_of("spark.hadoop.javax.jdo.option.ConnectionURL"),
                                 code="bad-config", hint="keep one of them"))
     return MetastoreSettings(type=kind, dsn=dsn)
+
+
+def _stores(raw: LineDict, name: str, problems: list[Problem]) -> dict[str, StoreSettings]:
+    """``stores: {app: {type: postgres, dsn: "{{ env_var('APP_DSN') }}"}}`` of a target (compiler.publish.stores)."""
+    section = _section(raw, "stores", problems, f"target '{name}' stores")
+    found = {}
+    for store, entry in section.items():
+        line = section.line_of(store)
+        more = store_problems(str(store), entry, name, PROJECT_FILE, line)
+        problems += more
+        if not more:
+            found[str(store)] = StoreSettings(str(store), str(entry["type"]).strip().lower(), str(entry["dsn"]), line)
+    return found
 
 
 def _remote(spark: LineDict, name: str, problems: list[Problem]) -> str | None:

@@ -30,6 +30,7 @@ from .state import Assignment, Claim, Offset, Position, Runner, StepLogRow, hold
 
 NONE = "-"
 SERVE_TOPICS = "serve:"  # the coordinator's lease (compiler.serve.coordinator), shown with the runners
+PUBLISH_TOPICS = "publish:"  # a publisher's lease (compiler.publish), shown with its published table
 COLUMNS = (("topic", "topic"), ("last", "last"), ("next (in flight)", "next"), ("behind source", "behind"),
            ("age", "age"), ("rows", "rows"), ("holder", "holder"), ("state", "state"))
 # Input topics whose positions are Delta table versions (compiler.kinds.mv.change_modes tags their state).
@@ -78,7 +79,7 @@ def status_lines(offsets: list[Offset], now: datetime, topics: set[str] | None =
 def topic_statuses(offsets: list[Offset], now: datetime) -> list[TopicStatus]:
     """Every topic's status; which positions are batch numbers is read from the offsets themselves."""
     batches = batch_topics(offsets)
-    return [topic_status(o, now, batches) for o in offsets if not o.topic.startswith(SERVE_TOPICS)]
+    return [topic_status(o, now, batches) for o in offsets if not o.topic.startswith((SERVE_TOPICS, PUBLISH_TOPICS))]
 
 
 def topic_status(offset: Offset, now: datetime, batches: set[str]) -> TopicStatus:

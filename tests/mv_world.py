@@ -232,14 +232,15 @@ def with_format(model: str, table_format: str) -> str:
 class World:
     """Source tables in database ``db`` plus one project whose models read them."""
 
-    def __init__(self, spark, root: Path, models: dict[str, str] | None = None, table_format: str = "parquet"):
+    def __init__(self, spark, root: Path, models: dict[str, str] | None = None, table_format: str = "parquet",
+                 project: str = "name: t\n"):
         self.spark = spark
         self.db = f"mvt{next(_counter)}_{abs(hash(str(root))) % 10_000}"
         self.root, self.table_format = root, table_format
         self.rows: dict[str, dict[tuple, tuple]] = {t: {} for t in SCHEMAS}
         self.dirty: set[str] = set(SCHEMAS)
         self.clock = 0
-        files = {"project.yml": "name: t\n", "lineage/t.yml": LINEAGE.format(db=self.db)}
+        files = {"project.yml": project, "lineage/t.yml": LINEAGE.format(db=self.db)}
         for name, text in (models or {"wide": WIDE}).items():
             files[f"models/{name}.sql"] = with_format(text.format(db=self.db), table_format)
         for name, text in files.items():

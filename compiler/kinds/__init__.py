@@ -119,6 +119,10 @@ def _coerce(cls: type[ModelKind], key: str, value: Any) -> Any:
         return seconds
     if key == "cluster_by":
         return _cluster_by(value)
+    if key == "publish":
+        from ..publish.spec import parse_publish
+
+        return parse_publish(value)
     if key == "column_types":
         if not isinstance(value, dict) or not all(isinstance(v, str) and v.strip() for v in value.values()):
             raise KindError(f"column_types must map columns to types, got {value!r}", "e.g. column_types={'id': 'bigint'}",

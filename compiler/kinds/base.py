@@ -70,7 +70,8 @@ class ModelKind:
         return self.is_incremental
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, **{f.name: getattr(self, f.name) for f in fields(self)}}
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {"name": self.name, **{k: v.to_dict() if hasattr(v, "to_dict") else v for k, v in values.items()}}
 
     @classmethod
     def check_config(cls, values: dict[str, Any]) -> list[KindError]:

@@ -24,6 +24,7 @@ from ..base import ModelKind, ModelRunner
 
 if TYPE_CHECKING:
     from ...manifest import Manifest, Model
+    from ...publish.spec import PublishSpec
     from ...run import RunOptions
     from ...state import StateStore
     from ...verify import Expected
@@ -39,7 +40,7 @@ class MvKind(ModelKind):
     name: ClassVar[str] = "mv"
     breaking: ClassVar[tuple[str, ...]] = ("unique_key",)
     operational: ClassVar[tuple[str, ...]] = ("fanout_threshold", "compact_threshold", "compact_below_rows", "strategy",
-                                              "min_interval_seconds", "chunk_keys", "cluster_by")
+                                              "min_interval_seconds", "chunk_keys", "cluster_by", "publish")
     zero_ok: ClassVar[frozenset[str]] = frozenset({"compact_below_rows"})
     on_breaking: ClassVar[str] = "rebuild"
     run_folder: ClassVar[bool] = True
@@ -54,6 +55,8 @@ class MvKind(ModelKind):
     chunk_keys: int = 500_000  # affected keys per chunk of a chunked refresh
     #: Delta liquid clustering columns; a change is applied by ``ALTER TABLE … CLUSTER BY`` (no rebuild)
     cluster_by: tuple[str, ...] = ()
+    #: where its rows are published by key (``compiler.publish``): a serving store's table
+    publish: "PublishSpec | None" = None
 
     @property
     def is_incremental(self) -> bool:

@@ -47,11 +47,12 @@ def relations(manifest: "Manifest", model: "Model") -> Relations:
 
 
 def mv_consumers(manifest: "Manifest", name: str) -> tuple[str, ...]:
-    """What reads the keys model ``name`` publishes: the ``mv`` models that read it, and its
-    batch-scoped data tests (``test:<name>``)."""
+    """What reads the keys model ``name`` publishes: the ``mv`` models that read it, its
+    batch-scoped data tests (``test:<name>``) and its serving store (``publish:<store>``)."""
     tests = [f"test:{t.name}" for t in manifest.tests.values() if t.attached_to == name and t.config.scope == "batch"]
-    return tuple(sorted(m.name for m in manifest.models.values()
-                        if isinstance(m.kind, MvKind) and name in m.depends_on_models)) + tuple(sorted(tests))
+    spec = getattr(manifest.models[name].kind, "publish", None) if name in manifest.models else None
+    return (tuple(sorted(m.name for m in manifest.models.values() if isinstance(m.kind, MvKind) and name in m.depends_on_models))
+            + tuple(sorted(tests)) + ((f"publish:{spec.to}",) if spec else ()))
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from sqlglot import exp
 from ...errors import CompileError, Problem
 from ...parse import table_name, table_references
 from . import MvKind
+from ...publish.spec import publish_problems
 from .inputs import BATCH, Input, catalog, mv_consumers, relations
 from .normalize import Relations, normalize
 from .normalize.scope import conjuncts
@@ -891,7 +892,10 @@ def check_mvs(manifest: "Manifest") -> list[Problem]:
         if not isinstance(model.kind, MvKind) or model.ast is None or model.name in failed:
             continue
         try:
-            warnings += mv_plan(model, manifest).warnings
+            plan = mv_plan(model, manifest)
+            warnings += plan.warnings
+            if model.kind.publish is not None:
+                problems += publish_problems(model, plan.visible_key, manifest.project.target(manifest.target))
         except CompileError as exc:
             if not model.owner:
                 problems += exc.problems

@@ -52,6 +52,7 @@ class MvState:
     chunked: dict = field(default_factory=dict)  # a chunked batch in progress: {batch, chunks, done}
     cluster_by: list = field(default_factory=list)  # delta: the clustering columns the table was given
     unpublished: int = 0  # the last full build, when it published no keys (no MV read this one then)
+    built: int = 0  # the batch of the last full build (a serving store's publish then starts anew)
     groups: int | None = None  # a GROUP BY MV's group rows (base_rows holds its members too; parquet: like it, as of
     # the last build or compaction); None: not counted
     deletion_vectors: bool = False  # delta: the table's MERGEs write deletion vectors (an MV past compact_below_rows)

@@ -1,0 +1,180 @@
+"""A PostgreSQL serving store: the published tables, and beside them the table of what each holds
+(``mvflow_published``: its MV batch, definition, fingerprint and the fencing token of the last
+publisher), written in the same transaction as the rows, so a crash anywhere is redone exactly.
+
+Every transaction of a publish first locks the table's offsets row and refuses to go on when a
+publisher with a newer lease token wrote it (``Fenced``): two publishers never interleave.
+Rows go in by ``COPY`` into a temporary staging table, then one ``DELETE … USING`` of the keys gone
+and one ``INSERT … ON CONFLICT DO UPDATE`` per chunk; a full publish loads a fresh table, indexes
+it, and swaps it in by renames in one transaction.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any, Iterable, Iterator
+
+from ..errors import Problem, RunError
+from .decisions import Published
+from .schema import Table, copy_value, quote
+
+OFFSETS = "mvflow_published"
+NEW, OLD = "__mvflow_new", "__mvflow_old"
+
+
+class Fenced(RunError):
+    """A publisher with a newer lease wrote the published table: this one stops."""
+
+
+class PostgresStore:
+    def __init__(self, name: str, dsn: str):
+        import psycopg  # only a project that publishes needs the driver loaded
+
+        self.name, self._psycopg, self._dsn = name, psycopg, dsn
+        with self._transaction() as db:
+            db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (OFFSETS,))  # one creator at a time
+            db.execute(f"""CREATE TABLE IF NOT EXISTS {OFFSETS} (tbl TEXT PRIMARY KEY, mv TEXT NOT NULL,
+                batch BIGINT NOT NULL, definition TEXT NOT NULL, fingerprint TEXT NOT NULL, token BIGINT NOT NULL,
+                rows BIGINT NOT NULL, published_at TIMESTAMPTZ NOT NULL)""")
+
+    # -- reading -------------------------------------------------------------------------
+    def published(self, table: str) -> Published | None:
+        """What ``schema.name`` holds (None: never published in full)."""
+        with self._transaction() as db:
+            row = db.execute(f"SELECT batch, definition, fingerprint, token, rows FROM {OFFSETS} WHERE tbl = %s",
+                             (table,)).fetchone()
+        return Published(*row) if row and row[0] >= 0 else None
+
+    def count_and_hash(self, table: Table) -> tuple[int, str]:
+        """Rows and an order-independent hash of their text (``mvflow verify``)."""
+        columns = ", ".join(quote(c.name) for c in table.columns)
+        with self._transaction() as db:
+            row = db.execute(f"SELECT count(*), coalesce(sum(('x' || substr(md5(row({columns})::text), 1, 15))::bit(60)"
+                             f"::bigint), 0) FROM {table.qualified}").fetchone()
+        return int(row[0]), str(row[1])
+
+    def exists(self, table: Table) -> bool:
+        with self._transaction() as db:
+            return db.execute("SELECT to_regclass(%s) IS NOT NULL", (table.qualified,)).fetchone()[0]
+
+    # -- by key --------------------------------------------------------------------------
+    def upsert_chunk(self, table: Table, rows: list[tuple], gone: list[tuple], token: int, done: Published | None,
+                     mv: str) -> None:
+        """One chunk in one transaction: ``rows`` upserted, the keys ``gone`` deleted; ``done``: the
+        offsets row written with them (the batch's last chunk)."""
+        key = ", ".join(map(quote, table.key))
+        with self._transaction() as db:
+            self._fence(db, table, token)
+            db.execute(f"CREATE TEMP TABLE mvflow_stage (LIKE {table.qualified}) ON COMMIT DROP")
+            self._copy(db, "mvflow_stage", table, rows)
+            if gone:
+                key_types = ", ".join(f"{quote(c.name)} {c.type}" for c in table.columns if c.name in table.key)
+                db.execute(f"CREATE TEMP TABLE mvflow_gone ({key_types}) ON COMMIT DROP")
+                with db.cursor().copy(f"COPY mvflow_gone ({key}) FROM STDIN") as copy:
+                    for row in gone:
+                        copy.write_row(row)
+                match = " AND ".join(f"t.{quote(k)} = g.{quote(k)}" for k in table.key)
+                db.execute(f"DELETE FROM {table.qualified} AS t USING mvflow_gone AS g WHERE {match}")
+            others = [c.name for c in table.columns if c.name not in table.key]
+            update = (f"DO UPDATE SET {', '.join(f'{quote(c)} = EXCLUDED.{quote(c)}' for c in others)}"
+                      if others else "DO NOTHING")
+            db.execute(f"INSERT INTO {table.qualified} SELECT * FROM mvflow_stage ON CONFLICT ({key}) {update}")
+            if done is not None:
+                self._record(db, table, mv, done)
+
+    # -- full ----------------------------------------------------------------------------
+    def create_new(self, table: Table, token: int) -> None:
+        with self._transaction() as db:
+            self._fence(db, table, token)
+            db.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(table.schema)}")
+            db.execute(f"DROP TABLE IF EXISTS {table.named(table.name + NEW)}")
+            db.execute(_without_key(table.create_sql(table.name + NEW)))
+
+    def load_new(self, table: Table, rows: list[tuple], token: int) -> None:
+        with self._transaction() as db:
+            self._fence(db, table, token)
+            self._copy(db, table.named(table.name + NEW), table, rows)
+
+    def index_new(self, table: Table, indexes: tuple[tuple[str, ...], ...], token: int) -> None:
+        new = table.name + NEW
+        with self._transaction() as db:
+            self._fence(db, table, token)
+            db.execute(f"ALTER TABLE {table.named(new)} ADD CONSTRAINT {quote(new + '_pkey')} "
+                       f"PRIMARY KEY ({', '.join(map(quote, table.key))})")
+            for statement in Table(table.schema, new, table.columns, table.key).index_sql(new, indexes):
+                db.execute(statement)
+            db.execute(f"ANALYZE {table.named(new)}")
+
+    def swap_in(self, table: Table, indexes: tuple[tuple[str, ...], ...], token: int, mv: str, done: Published) -> None:
+        """The fresh table becomes the published one in one transaction: readers see the old rows
+        or the new ones, never a half-built table."""
+        new = table.name + NEW
+        with self._transaction() as db:
+            self._fence(db, table, token)
+            db.execute(f"DROP TABLE IF EXISTS {table.qualified}")
+            db.execute(f"ALTER TABLE {table.named(new)} RENAME TO {quote(table.name)}")
+            db.execute(f"ALTER TABLE {table.qualified} RENAME CONSTRAINT {quote(new + '_pkey')} "
+                       f"TO {quote(table.name + '_pkey')}")
+            for cols in indexes:
+                suffix = "__" + "_".join(cols)
+                db.execute(f"ALTER INDEX {quote(table.schema)}.{quote(new + suffix)} RENAME TO {quote(table.name + suffix)}")
+            self._record(db, table, mv, done)
+
+    # -- helpers -------------------------------------------------------------------------
+    def _fence(self, db: Any, table: Table, token: int) -> None:
+        db.execute(f"INSERT INTO {OFFSETS} VALUES (%s, '', -1, '', '', 0, 0, %s) ON CONFLICT (tbl) DO NOTHING",
+                   (_name(table), datetime.now(timezone.utc)))
+        held = db.execute(f"SELECT token FROM {OFFSETS} WHERE tbl = %s FOR UPDATE", (_name(table),)).fetchone()[0]
+        if held > token:
+            raise Fenced(Problem(f"store '{self.name}': {_name(table)} was published by a newer publisher (lease token "
+                                 f"{held} > {token}): this one stops", code="fenced",
+                                 hint="another runner holds the MV's publish now; nothing to do here"))
+
+    def _record(self, db: Any, table: Table, mv: str, done: Published) -> None:
+        db.execute(f"""UPDATE {OFFSETS} SET mv = %s, batch = %s, definition = %s, fingerprint = %s, token = %s,
+                       rows = (SELECT count(*) FROM {table.qualified}), published_at = %s WHERE tbl = %s""",
+                   (mv, done.batch, done.definition, done.fingerprint, done.token, datetime.now(timezone.utc),
+                    _name(table)))
+
+    def _copy(self, db: Any, target: str, table: Table, rows: Iterable[tuple]) -> None:
+        columns = ", ".join(quote(c.name) for c in table.columns)
+        with db.cursor().copy(f"COPY {target} ({columns}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row([copy_value(v, c) for v, c in zip(row, table.columns)])
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        try:
+            db = self._psycopg.connect(self._dsn, connect_timeout=10)
+        except self._psycopg.OperationalError as exc:
+            raise RunError(Problem(f"store '{self.name}': cannot connect to PostgreSQL: {_first_line(exc)}",
+                                   code="store-unreachable",
+                                   hint="check the store's dsn (its environment variable) and that the server runs")) \
+                from None
+        try:
+            with db.transaction():
+                yield db
+        except self._psycopg.Error as exc:
+            raise RunError(Problem(f"store '{self.name}': PostgreSQL refused the publish: {_first_line(exc)}",
+                                   code="store-error", hint="a NULL or repeated key in the MV's rows, or the store's "
+                                   "permissions: nothing of this transaction was written")) from None
+        finally:
+            db.close()
+
+
+def _name(table: Table) -> str:
+    return f"{table.schema}.{table.name}"
+
+
+def _without_key(create: str) -> str:
+    """A CREATE TABLE without its PRIMARY KEY line: a fresh table is loaded first, keyed after."""
+    lines = create.split("\n")
+    body = [line for line in lines if not line.strip().startswith("PRIMARY KEY")]
+    body[-2] = body[-2].rstrip(",")
+    return "\n".join(body)
+
+
+def _first_line(exc: Exception) -> str:
+    """The driver's message without anything of the dsn (psycopg names host and port, never the password)."""
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -1,0 +1,153 @@
+"""The published table's schema from the MV's (pure): Spark types mapped to PostgreSQL's, the
+MV's unique key as primary key, the declared indexes, and the value conversions COPY needs.
+
+>>> from pyspark.sql.types import StructType, StructField, LongType, StringType, DecimalType
+>>> t = Table("public", "offers", (Column("offer_id", "bigint"), Column("price", "numeric(12,2)")), ("offer_id",))
+>>> print(t.create_sql("offers__new"))
+CREATE TABLE "public"."offers__new" (
+  "offer_id" bigint NOT NULL,
+  "price" numeric(12,2),
+  PRIMARY KEY ("offer_id")
+)
+>>> pg_type(DecimalType(12, 2)), pg_type(StringType())
+('numeric(12,2)', 'text')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import DataType, StructType
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # PostgreSQL's
+    json: bool = False  # a struct or map (or an array of them): stored as jsonb
+
+
+@dataclass(frozen=True)
+class Table:
+    schema: str
+    name: str
+    columns: tuple[Column, ...]
+    key: tuple[str, ...]
+
+    @property
+    def qualified(self) -> str:
+        return f"{quote(self.schema)}.{quote(self.name)}"
+
+    def named(self, name: str) -> str:
+        return f"{quote(self.schema)}.{quote(name)}"
+
+    def create_sql(self, name: str) -> str:
+        lines = [f"  {quote(c.name)} {c.type}{' NOT NULL' if c.name in self.key else ''}" for c in self.columns]
+        lines.append(f"  PRIMARY KEY ({', '.join(map(quote, self.key))})")
+        return f"CREATE TABLE {self.named(name)} (\n" + ",\n".join(lines) + "\n)"
+
+    def index_sql(self, name: str, indexes: tuple[tuple[str, ...], ...]) -> list[str]:
+        """``CREATE INDEX`` per declared index of table ``name`` (named after the published table,
+        so that a swap keeps readable names).
+
+        >>> Table("public", "o", (Column("a", "text"),), ("a",)).index_sql("o__new", (("a",),))
+        ['CREATE INDEX "o__a" ON "public"."o__new" ("a")']
+        """
+        return [f"CREATE INDEX {quote(self.name + '__' + '_'.join(cols))} ON {self.named(name)} "
+                f"({', '.join(map(quote, cols))})" for cols in indexes]
+
+    @property
+    def fingerprint(self) -> str:
+        """What a published table must match to be published into by key (else it is rebuilt)."""
+        text = json.dumps([[c.name, c.type] for c in self.columns] + [list(self.key)])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def quote(name: str) -> str:
+    """A PostgreSQL identifier, quoted (names come from the MV's columns and the config's checked names).
+
+    >>> quote('shop_id'), quote('we"ird')
+    ('"shop_id"', '"we""ird"')
+    """
+    return '"' + name.replace('"', '""') + '"'
+
+
+def table_of(schema: "StructType", qualified: str, key: tuple[str, ...]) -> Table:
+    """The published table of rows of Spark ``schema``, named ``qualified`` (``name`` or ``schema.name``)."""
+    pg_schema, _, name = qualified.rpartition(".")
+    columns = tuple(Column(f.name, pg_type(f.dataType), _is_json(f.dataType)) for f in schema.fields)
+    return Table(pg_schema or "public", name, columns, key)
+
+
+def pg_type(spark_type: "DataType") -> str:
+    """PostgreSQL's type for a Spark type: timestamps with time zone (Spark's ``timestamp`` is an
+    instant), decimals kept exact, arrays of scalars as arrays, structs and maps as ``jsonb``.
+
+    >>> from pyspark.sql.types import (ArrayType, BooleanType, ByteType, DateType, DoubleType, IntegerType,
+    ...     MapType, StringType, TimestampNTZType, TimestampType)
+    >>> [pg_type(t) for t in (IntegerType(), ByteType(), DoubleType(), BooleanType(), DateType(), TimestampType(),
+    ...                       TimestampNTZType(), ArrayType(StringType()), MapType(StringType(), IntegerType()))]
+    ['integer', 'smallint', 'double precision', 'boolean', 'date', 'timestamptz', 'timestamp', 'text[]', 'jsonb']
+    """
+    from pyspark.sql import types as T
+
+    if isinstance(spark_type, T.ArrayType):
+        inner = spark_type.elementType
+        return "jsonb" if _is_json(inner) or isinstance(inner, T.ArrayType) else f"{pg_type(inner)}[]"
+    if isinstance(spark_type, T.DecimalType):
+        return f"numeric({spark_type.precision},{spark_type.scale})"
+    if _is_json(spark_type):
+        return "jsonb"
+    simple = {T.StringType: "text", T.VarcharType: "text", T.CharType: "text", T.LongType: "bigint",
+              T.IntegerType: "integer", T.ShortType: "smallint", T.ByteType: "smallint", T.BooleanType: "boolean",
+              T.DoubleType: "double precision", T.FloatType: "real", T.DateType: "date", T.TimestampType: "timestamptz",
+              T.TimestampNTZType: "timestamp", T.BinaryType: "bytea", T.NullType: "text"}
+    for cls, name in simple.items():
+        if isinstance(spark_type, cls):
+            return name
+    return "text"  # intervals and the rest: their text
+
+
+def _is_json(spark_type: "DataType") -> bool:
+    from pyspark.sql import types as T
+
+    if isinstance(spark_type, T.ArrayType):
+        return _is_json(spark_type.elementType) or isinstance(spark_type.elementType, T.ArrayType)
+    return isinstance(spark_type, (T.StructType, T.MapType))
+
+
+def copy_value(value: Any, column: Column) -> Any:
+    """A Spark value as COPY writes it: structs, maps and nested arrays as JSON text; an instant
+    (PySpark gives it as a naive datetime in the process's local time zone) with its zone, so
+    that the server's time zone setting cannot shift it.
+
+    >>> from pyspark.sql import Row
+    >>> copy_value(Row(a=1, b=[2]), Column("c", "jsonb", True)), copy_value(None, Column("c", "jsonb", True))
+    ('{"a": 1, "b": [2]}', None)
+    >>> copy_value(datetime(2026, 1, 2, 3, 4), Column("t", "timestamptz")).tzinfo is not None
+    True
+    """
+    if value is None:
+        return None
+    if column.json:
+        return json.dumps(_plain(value), default=str, sort_keys=False)
+    if column.type == "timestamptz" and isinstance(value, datetime) and value.tzinfo is None:
+        return value.astimezone()
+    return value
+
+
+def _plain(value: Any) -> Any:
+    from pyspark.sql import Row
+
+    if isinstance(value, Row):
+        return {k: _plain(v) for k, v in value.asDict().items()}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,258 @@
+"""Publishing an MV by key to PostgreSQL (``compiler.publish``), on a real server: after every batch
+the published table equals the MV, which equals a full recomputation of its SELECT — also after
+a crash at each publish phase with new changes landing before the redo."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from compiler.phases import Crash, crash_at
+from compiler.publish.postgres import Fenced, PostgresStore
+from compiler.publish.publisher import publish_mv, publish_topic
+from compiler.state import LeaseHeld
+
+sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
+from mv_world import WIDE, World, seed  # noqa: E402
+
+_databases = itertools.count(1)
+PASSWORD = "S3cret-pw-4711"
+PROJECT = """
+name: t
+targets:
+  local:
+    stores:
+      app: {type: postgres, dsn: "{{ env_var('MVFLOW_TEST_APP_DSN') }}"}
+"""
+PUBLISHED = WIDE.replace("compact_below_rows=0)", "compact_below_rows=0, publish={{'to': 'app', 'table': 'serving.wide', "
+                                                  "'indexes': [['shop', 'price'], 'region'], 'chunk_rows': 3}})")
+
+
+@pytest.fixture
+def app_dsn(postgres_dsn, monkeypatch) -> str:
+    """A database of its own on the session's server, named by a dsn with a password (trust auth
+    ignores it): it must never be printed or written."""
+    name = f"app{next(_databases)}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as db:
+        db.execute(f"CREATE DATABASE {name}")
+    dsn = postgres_dsn.replace("postgres@", f"postgres:{PASSWORD}@").rsplit("/", 1)[0] + f"/{name}"
+    monkeypatch.setenv("MVFLOW_TEST_APP_DSN", dsn)
+    return dsn
+
+
+@pytest.fixture
+def world(spark, tmp_path, app_dsn):
+    w = World(spark, tmp_path, models={"wide": PUBLISHED}, project=PROJECT)
+    seed(w)
+    assert w.refresh().mode == "build"
+    return w
+
+
+def publish(world: World, **options):
+    return publish_mv(world.spark, world.manifest, world.manifest.models["wide"], world.store, **options)
+
+
+def published_rows(dsn: str) -> list[tuple]:
+    with psycopg.connect(dsn) as db:
+        return sorted(db.execute("SELECT * FROM serving.wide").fetchall(), key=repr)
+
+
+def assert_published(world: World, dsn: str) -> int:
+    """The published table equals the MV, which equals its recomputation."""
+    world.check()
+    model = world.manifest.models["wide"]
+    mv = sorted((tuple(r) for r in world.spark.table(model.relation).select(*model.columns).collect()), key=repr)
+    assert published_rows(dsn) == mv
+    return len(mv)
+
+
+def change_some(world: World, n: int) -> None:
+    """Inserts, updates, a delete and a dictionary edit: keys upserted and keys deleted."""
+    world.put("offers", id=100 + n, shop_id=100, cat_id=7, title=f"new {n}", status="active", note="n")
+    world.put("offers", id=1, title=f"renamed {n}")
+    world.put("categories", id=7, name=f"cat {n}", note="x")
+    world.put("prices", offer_id=3, kind="retail", price=Decimal(f"{n}.50"))
+    world.delete("offers", 100 + n - 1)
+
+
+def test_published_table_follows_the_mv_by_key(world, app_dsn):
+    first = publish(world)
+    assert first.action.what == "full" and first.action.reason == "first publish"
+    assert_published(world, app_dsn)
+    for n in range(1, 4):
+        change_some(world, n)
+        assert world.refresh().mode == "refresh"
+        publication = publish(world)
+        assert publication.action.what == "keys", publication.words()
+        assert publication.chunks >= 2, "chunk_rows=3: more keys than one chunk"
+        assert_published(world, app_dsn)
+    assert publication.deleted >= 1  # the offer inserted by the batch before (and keys the MV never held)
+    again = publish(world)
+    assert again.action.what == "nothing" and again.action.reason == "batch 4 is published"
+    with psycopg.connect(app_dsn) as db:
+        indexes = {r[0] for r in db.execute("SELECT indexname FROM pg_indexes WHERE schemaname = 'serving'")}
+        offsets = db.execute("SELECT batch, rows FROM mvflow_published").fetchall()
+        types = dict(db.execute("SELECT column_name, data_type FROM information_schema.columns "
+                                "WHERE table_schema = 'serving' AND table_name = 'wide'").fetchall())
+    assert indexes == {"wide_pkey", "wide__shop_price", "wide__region"}
+    assert offsets == [(4, len(published_rows(app_dsn)))]
+    assert types["id"] == "bigint" and types["price"] == "numeric" and types["title"] == "text"
+
+
+@pytest.mark.parametrize("phase", ["publish:leased", "publish:chunk-committed"])
+def test_a_crash_in_a_by_key_publish_is_redone_with_new_changes(world, app_dsn, phase):
+    publish(world)
+    change_some(world, 1)
+    world.refresh()
+    with pytest.raises(Crash):
+        publish(world, phase=crash_at(phase))
+    change_some(world, 2)  # lands before the redo
+    world.refresh()
+    assert publish(world).action.what == "keys"
+    assert_published(world, app_dsn)
+
+
+@pytest.mark.parametrize("phase", ["publish:loaded", "publish:indexed"])
+def test_a_crash_in_a_full_publish_leaves_readers_the_old_table(world, app_dsn, phase):
+    publish(world)
+    before = published_rows(app_dsn)
+    change_some(world, 1)
+    world.refresh(full_refresh=True)
+    with pytest.raises(Crash):
+        publish(world, phase=crash_at(phase))
+    assert published_rows(app_dsn) == before  # the fresh table is not swapped in
+    change_some(world, 2)
+    world.refresh()
+    redo = publish(world)
+    assert redo.action.what == "full" and "rebuilt" in redo.action.reason
+    assert_published(world, app_dsn)
+    with psycopg.connect(app_dsn) as db:
+        assert db.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'serving'").fetchone()[0] == 1
+
+
+def test_a_second_publisher_is_refused(world, app_dsn):
+    from datetime import datetime, timezone
+
+    publish(world)
+    topic = publish_topic("app", "serving.wide")
+    held = world.store.acquire(topic, "other-runner", 60, datetime.now(timezone.utc))
+    with pytest.raises(LeaseHeld):
+        publish(world)
+    world.store.release(held)
+    change_some(world, 1)
+    world.refresh()
+    assert publish(world).action.what == "keys"  # written with a newer token: the other runner's is stale
+    store = PostgresStore("app", app_dsn)
+    from compiler.publish.schema import Column, Table
+
+    table = Table("serving", "wide", (Column("id", "bigint"),), ("id",))
+    with pytest.raises(Fenced):
+        store.upsert_chunk(table, [], [(1,)], token=held.token, done=None, mv="wide")
+    assert_published(world, app_dsn)
+
+
+def test_a_changed_definition_republishes_in_full(world, app_dsn):
+    publish(world)
+    model = world.root / "models" / "wide.sql"
+    model.write_text(model.read_text().replace("  o.title,", "  o.title,\n  o.status,"))
+    world.recompile()
+    assert world.refresh().mode == "build"
+    redo = publish(world)
+    assert redo.action.what == "full"
+    assert_published(world, app_dsn)
+    assert "status" in [c for c in published_rows_columns(app_dsn)]
+
+
+def published_rows_columns(dsn: str) -> list[str]:
+    with psycopg.connect(dsn) as db:
+        return [d.name for d in db.execute("SELECT * FROM serving.wide LIMIT 0").description]
+
+
+def test_every_spark_type_round_trips(spark, app_dsn):
+    """What the published table holds, read back by an application, equals what Spark holds."""
+    import datetime as dt
+    import json
+
+    from compiler.publish.decisions import Published
+    from compiler.publish.schema import table_of
+
+    rows = spark.sql("""
+        SELECT CAST(1 AS BIGINT) AS id, CAST(7 AS INT) AS n, CAST(3 AS SMALLINT) AS s, CAST(2 AS TINYINT) AS b,
+               'Zürich "q"' AS name, CAST('12345.67' AS DECIMAL(12,2)) AS price, CAST(0.5 AS DOUBLE) AS share,
+               CAST(1.5 AS FLOAT) AS f, TRUE AS flag, DATE'2026-11-29' AS day,
+               TIMESTAMP'2026-11-29 20:15:00' AS at, TIMESTAMP_NTZ'2026-11-29 20:15:00' AS local_at,
+               array('a', 'b') AS tags, array(1, 2) AS nums, named_struct('k', 1, 'v', 'x') AS pair,
+               map('a', 1) AS counts, array(named_struct('k', 2)) AS pairs, CAST('ab' AS BINARY) AS raw,
+               CAST(NULL AS STRING) AS missing
+    """)
+    table = table_of(rows.schema, "serving.types", ("id",))
+    store = PostgresStore("app", app_dsn)
+    store.create_new(table, token=1)
+    store.load_new(table, [tuple(r) for r in rows.collect()], token=1)
+    store.index_new(table, (), token=1)
+    store.swap_in(table, (), token=1, mv="types", done=Published(1, "d", table.fingerprint, 1))
+    with psycopg.connect(app_dsn) as db:
+        [got] = db.execute("SELECT * FROM serving.types").fetchall()
+    want = rows.collect()[0]
+    got = dict(zip(rows.columns, got))
+    assert got["at"] == dt.datetime(2026, 11, 29, 20, 15, tzinfo=dt.timezone.utc)  # the session's zone is UTC
+    assert got["local_at"] == dt.datetime(2026, 11, 29, 20, 15)
+    assert got["pair"] == {"k": 1, "v": "x"} and got["counts"] == {"a": 1} and got["pairs"] == [{"k": 2}]
+    assert bytes(got["raw"]) == b"ab"
+    for name in ("id", "n", "s", "b", "name", "price", "share", "f", "flag", "day", "tags", "nums", "missing"):
+        assert got[name] == want[name], name
+    assert json.loads(json.dumps(got["pair"])) == want["pair"].asDict()
+
+
+def test_run_publishes_and_status_shows_it_without_the_password(spark, tmp_path, app_dsn, capsys):
+    from compiler.cli import main
+
+    world = World(spark, tmp_path, models={"wide": PUBLISHED}, project=PROJECT)
+    seed(world)
+    world.flush()
+
+    def cli(*args: str) -> str:
+        try:
+            main(["--project-dir", str(tmp_path), *args])
+        except SystemExit as exc:
+            assert exc.code in (0, None), capsys.readouterr()
+        out, err = capsys.readouterr()
+        return out + err
+
+    shown = cli("run")
+    assert "published app.serving.wide in full at batch 1 (first publish)" in shown, shown
+    change_some(world, 1)
+    world.flush()
+    shown += cli("run")
+    assert "published app.serving.wide by key (batch 2 of the MV)" in shown, shown
+    status = cli("status")
+    assert [line.split()[:4] for line in status.splitlines() if line.startswith("app.serving.wide")] == \
+        [["app.serving.wide", "wide", "2", "-"]], status
+    shown += status + cli("compile") + cli("docs", "generate")
+    assert PASSWORD not in shown
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert PASSWORD.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize("project, model, message", [
+    ("name: t\n", PUBLISHED, "publish names store 'app', which target 'local' does not declare"),
+    (PROJECT, PUBLISHED.replace("'region'", "'nope'"), "publish indexes name column 'nope', which the mv does not output"),
+    (PROJECT, PUBLISHED.replace("'chunk_rows': 3", "'chunk_rows': 0"), "publish chunk_rows must be a positive number"),
+    (PROJECT.replace("\"{{ env_var('MVFLOW_TEST_APP_DSN') }}\"", "postgresql://app:hunter2@db/app"), PUBLISHED,
+     "the dsn holds a password written in project.yml"),
+])
+def test_a_bad_publish_config_fails_compile_with_its_line(spark, tmp_path, project, model, message):
+    from compiler.errors import MvflowError
+
+    with pytest.raises(MvflowError) as caught:
+        World(spark, tmp_path, models={"wide": model}, project=project)
+    problems = caught.value.problems
+    assert any(message in p.message for p in problems), [p.message for p in problems]
+    assert all(p.line and p.path in ("models/wide.sql", "project.yml") for p in problems), problems
+    assert "hunter2" not in str([p.message + (p.hint or "") for p in problems])
