@@ -18,7 +18,7 @@ from compiler.publish.publisher import publish_mv, publish_topic
 from compiler.state import LeaseHeld
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
-from mv_world import WIDE, World, seed  # noqa: E402
+from mv_world import REGION_STATS, WIDE, World, seed  # noqa: E402
 
 _databases = itertools.count(1)
 PASSWORD = "S3cret-pw-4711"
@@ -53,21 +53,21 @@ def world(spark, tmp_path, app_dsn):
     return w
 
 
-def publish(world: World, **options):
-    return publish_mv(world.spark, world.manifest, world.manifest.models["wide"], world.store, **options)
+def publish(world: World, name: str = "wide", **options):
+    return publish_mv(world.spark, world.manifest, world.manifest.models[name], world.store, **options)
 
 
-def published_rows(dsn: str) -> list[tuple]:
+def published_rows(dsn: str, table: str = "serving.wide") -> list[tuple]:
     with psycopg.connect(dsn) as db:
-        return sorted(db.execute("SELECT * FROM serving.wide").fetchall(), key=repr)
+        return sorted(db.execute(f"SELECT * FROM {table}").fetchall(), key=repr)
 
 
-def assert_published(world: World, dsn: str) -> int:
+def assert_published(world: World, dsn: str, name: str = "wide", table: str = "serving.wide") -> int:
     """The published table equals the MV, which equals its recomputation."""
-    world.check()
-    model = world.manifest.models["wide"]
+    world.check(name)
+    model = world.manifest.models[name]
     mv = sorted((tuple(r) for r in world.spark.table(model.relation).select(*model.columns).collect()), key=repr)
-    assert published_rows(dsn) == mv
+    assert published_rows(dsn, table) == mv
     return len(mv)
 
 
@@ -99,7 +99,7 @@ def test_published_table_follows_the_mv_by_key(world, app_dsn):
         offsets = db.execute("SELECT batch, rows FROM mvflow_published").fetchall()
         types = dict(db.execute("SELECT column_name, data_type FROM information_schema.columns "
                                 "WHERE table_schema = 'serving' AND table_name = 'wide'").fetchall())
-    assert indexes == {"wide_pkey", "wide__shop_price", "wide__region"}
+    assert indexes == {"wide_key", "wide__shop_price", "wide__region"}
     assert offsets == [(4, len(published_rows(app_dsn)))]
     assert types["id"] == "bigint" and types["price"] == "numeric" and types["title"] == "text"
 
@@ -256,3 +256,22 @@ def test_a_bad_publish_config_fails_compile_with_its_line(spark, tmp_path, proje
     assert any(message in p.message for p in problems), [p.message for p in problems]
     assert all(p.line and p.path in ("models/wide.sql", "project.yml") for p in problems), problems
     assert "hunter2" not in str([p.message + (p.hint or "") for p in problems])
+
+
+def test_a_group_by_mv_is_published_by_its_groups_a_null_group_included(spark, tmp_path, app_dsn):
+    stats = REGION_STATS.replace("compact_below_rows=0)", "compact_below_rows=0, publish={{'to': 'app'}})")
+    world = World(spark, tmp_path, models={"stats": stats}, project=PROJECT)
+    seed(world)
+    world.refresh("stats")
+    publish(world, "stats")
+    assert_published(world, app_dsn, "stats", "public.stats")
+    for region in list(world.rows["regions"]):  # every offer's region gone: one NULL group
+        world.delete("regions", *region)
+    world.refresh("stats")
+    assert publish(world, "stats").action.what == "keys"
+    assert assert_published(world, app_dsn, "stats", "public.stats") >= 1
+    assert [r for r in published_rows(app_dsn, "public.stats") if r[0] is None]
+    world.put("regions", id=1, name="Nord")  # the NULL group shrinks or goes
+    world.refresh("stats")
+    publish(world, "stats")
+    assert_published(world, app_dsn, "stats", "public.stats")

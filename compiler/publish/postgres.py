@@ -68,14 +68,7 @@ class PostgresStore:
             self._fence(db, table, token)
             db.execute(f"CREATE TEMP TABLE mvflow_stage (LIKE {table.qualified}) ON COMMIT DROP")
             self._copy(db, "mvflow_stage", table, rows)
-            if gone:
-                key_types = ", ".join(f"{quote(c.name)} {c.type}" for c in table.columns if c.name in table.key)
-                db.execute(f"CREATE TEMP TABLE mvflow_gone ({key_types}) ON COMMIT DROP")
-                with db.cursor().copy(f"COPY mvflow_gone ({key}) FROM STDIN") as copy:
-                    for row in gone:
-                        copy.write_row(row)
-                match = " AND ".join(f"t.{quote(k)} = g.{quote(k)}" for k in table.key)
-                db.execute(f"DELETE FROM {table.qualified} AS t USING mvflow_gone AS g WHERE {match}")
+            self._delete(db, table, gone)
             others = [c.name for c in table.columns if c.name not in table.key]
             update = (f"DO UPDATE SET {', '.join(f'{quote(c)} = EXCLUDED.{quote(c)}' for c in others)}"
                       if others else "DO NOTHING")
@@ -83,13 +76,29 @@ class PostgresStore:
             if done is not None:
                 self._record(db, table, mv, done)
 
+    def _delete(self, db: Any, table: Table, gone: list[tuple]) -> None:
+        """The keys ``gone`` deleted: by a join with their COPY (an index lookup each); a key with a
+        NULL (one group of a GROUP BY) by a statement of its own, as ``=`` never matches NULL."""
+        plain = [k for k in gone if None not in k]
+        if plain:
+            key_types = ", ".join(f"{quote(c.name)} {c.type}" for c in table.columns if c.name in table.key)
+            db.execute(f"CREATE TEMP TABLE mvflow_gone ({key_types}) ON COMMIT DROP")
+            with db.cursor().copy(f"COPY mvflow_gone ({', '.join(map(quote, table.key))}) FROM STDIN") as copy:
+                for row in plain:
+                    copy.write_row(row)
+            match = " AND ".join(f"t.{quote(k)} = g.{quote(k)}" for k in table.key)
+            db.execute(f"DELETE FROM {table.qualified} AS t USING mvflow_gone AS g WHERE {match}")
+        for values in (k for k in gone if None in k):
+            where = " AND ".join(f"{quote(k)} IS NULL" if v is None else f"{quote(k)} = %s" for k, v in zip(table.key, values))
+            db.execute(f"DELETE FROM {table.qualified} WHERE {where}", [v for v in values if v is not None])
+
     # -- full ----------------------------------------------------------------------------
     def create_new(self, table: Table, token: int) -> None:
         with self._transaction() as db:
             self._fence(db, table, token)
             db.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(table.schema)}")
             db.execute(f"DROP TABLE IF EXISTS {table.named(table.name + NEW)}")
-            db.execute(_without_key(table.create_sql(table.name + NEW)))
+            db.execute(table.create_sql(table.name + NEW))
 
     def load_new(self, table: Table, rows: list[tuple], token: int) -> None:
         with self._transaction() as db:
@@ -100,8 +109,7 @@ class PostgresStore:
         new = table.name + NEW
         with self._transaction() as db:
             self._fence(db, table, token)
-            db.execute(f"ALTER TABLE {table.named(new)} ADD CONSTRAINT {quote(new + '_pkey')} "
-                       f"PRIMARY KEY ({', '.join(map(quote, table.key))})")
+            db.execute(table.key_sql(new))
             for statement in Table(table.schema, new, table.columns, table.key).index_sql(new, indexes):
                 db.execute(statement)
             db.execute(f"ANALYZE {table.named(new)}")
@@ -114,8 +122,7 @@ class PostgresStore:
             self._fence(db, table, token)
             db.execute(f"DROP TABLE IF EXISTS {table.qualified}")
             db.execute(f"ALTER TABLE {table.named(new)} RENAME TO {quote(table.name)}")
-            db.execute(f"ALTER TABLE {table.qualified} RENAME CONSTRAINT {quote(new + '_pkey')} "
-                       f"TO {quote(table.name + '_pkey')}")
+            db.execute(f"ALTER TABLE {table.qualified} RENAME CONSTRAINT {quote(new + '_key')} TO {quote(table.name + '_key')}")
             for cols in indexes:
                 suffix = "__" + "_".join(cols)
                 db.execute(f"ALTER INDEX {quote(table.schema)}.{quote(new + suffix)} RENAME TO {quote(table.name + suffix)}")
@@ -165,14 +172,6 @@ class PostgresStore:
 
 def _name(table: Table) -> str:
     return f"{table.schema}.{table.name}"
-
-
-def _without_key(create: str) -> str:
-    """A CREATE TABLE without its PRIMARY KEY line: a fresh table is loaded first, keyed after."""
-    lines = create.split("\n")
-    body = [line for line in lines if not line.strip().startswith("PRIMARY KEY")]
-    body[-2] = body[-2].rstrip(",")
-    return "\n".join(body)
 
 
 def _first_line(exc: Exception) -> str:

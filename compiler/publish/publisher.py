@@ -10,6 +10,7 @@ Full: every row into a fresh table, keyed and indexed, then swapped in (``postgr
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -145,8 +146,11 @@ def _by_key(spark, target, table: Table, spec, rows: "DataFrame", plan: "MvPlan"
     key = list(table.key)
     changes = spark.table(plan.table_name("changes"))
     keys = changes.where((F.col(BATCH) > action.since) & (F.col(BATCH) <= action.upto)).select(*key).distinct()
-    found = rows.withColumn("_mvflow_found", F.lit(True))
-    joined = keys.join(found, on=key, how="left").select(*[c.name for c in table.columns], "_mvflow_found")
+    found = rows.withColumn("_mvflow_found", F.lit(True)).alias("r")
+    same = [F.col(f"k.`{k}`").eqNullSafe(F.col(f"r.`{k}`")) for k in key]  # a NULL group is a key too
+    columns = [F.col(f"{'k' if c.name in key else 'r'}.`{c.name}`").alias(c.name) for c in table.columns]
+    joined = keys.alias("k").join(found, functools.reduce(lambda a, b: a & b, same), "left").select(
+        *columns, "r._mvflow_found")
     chunks = list(_chunks(joined.toLocalIterator(prefetchPartitions=True), spec.chunk_rows)) or [[]]
     for i, chunk in enumerate(chunks):
         upserts = [tuple(r)[:-1] for r in chunk if r["_mvflow_found"]]

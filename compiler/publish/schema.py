@@ -2,13 +2,15 @@
 MV's unique key as primary key, the declared indexes, and the value conversions COPY needs.
 
 >>> from pyspark.sql.types import StructType, StructField, LongType, StringType, DecimalType
->>> t = Table("public", "offers", (Column("offer_id", "bigint"), Column("price", "numeric(12,2)")), ("offer_id",))
+>>> t = Table("public", "offers", (Column("offer_id", "bigint", nullable=False), Column("price", "numeric(12,2)")),
+...           ("offer_id",))
 >>> print(t.create_sql("offers__new"))
 CREATE TABLE "public"."offers__new" (
   "offer_id" bigint NOT NULL,
-  "price" numeric(12,2),
-  PRIMARY KEY ("offer_id")
+  "price" numeric(12,2)
 )
+>>> print(t.key_sql("offers__new"))
+ALTER TABLE "public"."offers__new" ADD CONSTRAINT "offers__new_key" PRIMARY KEY ("offer_id")
 >>> pg_type(DecimalType(12, 2)), pg_type(StringType())
 ('numeric(12,2)', 'text')
 """
@@ -30,6 +32,7 @@ class Column:
     name: str
     type: str  # PostgreSQL's
     json: bool = False  # a struct or map (or an array of them): stored as jsonb
+    nullable: bool = True
 
 
 @dataclass(frozen=True)
@@ -47,9 +50,24 @@ class Table:
         return f"{quote(self.schema)}.{quote(name)}"
 
     def create_sql(self, name: str) -> str:
-        lines = [f"  {quote(c.name)} {c.type}{' NOT NULL' if c.name in self.key else ''}" for c in self.columns]
-        lines.append(f"  PRIMARY KEY ({', '.join(map(quote, self.key))})")
+        """The table without its key: a fresh table is loaded first and keyed after (``key_sql``)."""
+        lines = [f"  {quote(c.name)} {c.type}{'' if c.nullable else ' NOT NULL'}" for c in self.columns]
         return f"CREATE TABLE {self.named(name)} (\n" + ",\n".join(lines) + "\n)"
+
+    @property
+    def nullable_key(self) -> bool:
+        """A key column may hold NULL (a GROUP BY of a left-joined column: NULL is one group)."""
+        return any(c.nullable for c in self.columns if c.name in self.key)
+
+    def key_sql(self, name: str) -> str:
+        """The MV's unique key as the primary key; where Spark says a key column may be NULL, a
+        unique constraint in which NULLs are one value, as in Spark's GROUP BY (PostgreSQL 15+).
+
+        >>> print(Table("public", "g", (Column("region", "text"),), ("region",)).key_sql("g"))
+        ALTER TABLE "public"."g" ADD CONSTRAINT "g_key" UNIQUE NULLS NOT DISTINCT ("region")
+        """
+        kind = "UNIQUE NULLS NOT DISTINCT" if self.nullable_key else "PRIMARY KEY"
+        return f"ALTER TABLE {self.named(name)} ADD CONSTRAINT {quote(name + '_key')} {kind} ({', '.join(map(quote, self.key))})"
 
     def index_sql(self, name: str, indexes: tuple[tuple[str, ...], ...]) -> list[str]:
         """``CREATE INDEX`` per declared index of table ``name`` (named after the published table,
@@ -64,7 +82,7 @@ class Table:
     @property
     def fingerprint(self) -> str:
         """What a published table must match to be published into by key (else it is rebuilt)."""
-        text = json.dumps([[c.name, c.type] for c in self.columns] + [list(self.key)])
+        text = json.dumps([[c.name, c.type, c.nullable] for c in self.columns] + [list(self.key)])
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -80,7 +98,7 @@ def quote(name: str) -> str:
 def table_of(schema: "StructType", qualified: str, key: tuple[str, ...]) -> Table:
     """The published table of rows of Spark ``schema``, named ``qualified`` (``name`` or ``schema.name``)."""
     pg_schema, _, name = qualified.rpartition(".")
-    columns = tuple(Column(f.name, pg_type(f.dataType), _is_json(f.dataType)) for f in schema.fields)
+    columns = tuple(Column(f.name, pg_type(f.dataType), _is_json(f.dataType), f.nullable) for f in schema.fields)
     return Table(pg_schema or "public", name, columns, key)
 
 
