@@ -464,11 +464,15 @@ def status(obj: _Context, select, exclude, target) -> None:
 @_select
 @_exclude
 @_target
+@click.option("--repair", is_flag=True, help="Publish again in full every published table that differs from its MV.")
 @click.pass_obj
-def verify(obj: _Context, select, exclude, target) -> None:
-    """Compare each MV, fact and numerator with a full recomputation of its SELECT (missing, extra, different rows)."""
+def verify(obj: _Context, select, exclude, target, repair) -> None:
+    """Compare each MV, fact and numerator with a full recomputation of its SELECT (missing, extra,
+    different rows), and each published table with its MV."""
     from .lock import target_lock
     from .progress import Progress
+    from .publish.publisher import publish_mv
+    from .publish.verify import verify_published
     from .select import select as choose
     from .spark import spark_session
     from .state import open_state_store
@@ -476,6 +480,7 @@ def verify(obj: _Context, select, exclude, target) -> None:
 
     manifest = obj.manifest(target)
     names = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.verifiable]
+    published = [n for n in names if getattr(manifest.models[n].kind, "publish", None) is not None]
     settings = manifest.project.target(target)
     store = open_state_store(settings.state)
     with target_lock(store, settings):
@@ -483,6 +488,13 @@ def verify(obj: _Context, select, exclude, target) -> None:
         spark = spark_session(settings, delta=delta or None)
         with Progress(click.echo, spark) as progress:
             verdicts = check(spark, manifest, names, store, progress)
+            for name in published:
+                verdict = verify_published(spark, manifest, manifest.models[name])
+                if repair and not verdict.ok and not verdict.skipped:
+                    click.echo(verdict.format())
+                    click.echo(publish_mv(spark, manifest, manifest.models[name], store, repair=True, echo=click.echo).words())
+                    verdict = verify_published(spark, manifest, manifest.models[name])
+                verdicts.append(verdict)
     for verdict in verdicts:
         click.echo(verdict.format())
     if any(not v.ok and not v.skipped for v in verdicts):

@@ -216,12 +216,14 @@ def test_run_publishes_and_status_shows_it_without_the_password(spark, tmp_path,
     seed(world)
     world.flush()
 
-    def cli(*args: str) -> str:
+    def cli(*args: str, code: int = 0) -> str:
         try:
             main(["--project-dir", str(tmp_path), *args])
+            exited = 0
         except SystemExit as exc:
-            assert exc.code in (0, None), capsys.readouterr()
+            exited = exc.code or 0
         out, err = capsys.readouterr()
+        assert exited == code, out + err
         return out + err
 
     shown = cli("run")
@@ -233,7 +235,17 @@ def test_run_publishes_and_status_shows_it_without_the_password(spark, tmp_path,
     status = cli("status")
     assert [line.split()[:4] for line in status.splitlines() if line.startswith("app.serving.wide")] == \
         [["app.serving.wide", "wide", "2", "-"]], status
-    shown += status + cli("compile") + cli("docs", "generate")
+    with psycopg.connect(app_dsn) as db:  # drift: a row changed, one gone, one extra
+        db.execute("UPDATE serving.wide SET title = 'tampered' WHERE id = 1")
+        db.execute("DELETE FROM serving.wide WHERE id = 3")
+        db.execute("INSERT INTO serving.wide (id, title) VALUES (999, 'stray')")
+    drift = cli("verify", code=1)
+    assert "FAIL  wide published (app.serving.wide)" in drift, drift
+    assert "missing: 1 (keys 3)" in drift and "extra: 1 (keys 999)" in drift and "different: 1 (keys 1)" in drift
+    repaired = cli("verify", "--repair")
+    assert "published app.serving.wide in full at batch 2 (repair asked)" in repaired, repaired
+    assert "OK    wide published (app.serving.wide)" in repaired.rsplit("repair asked", 1)[1]
+    shown += status + drift + repaired + cli("compile") + cli("docs", "generate")
     assert PASSWORD not in shown
     for path in tmp_path.rglob("*"):
         if path.is_file():
