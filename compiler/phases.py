@@ -59,6 +59,14 @@ MV_PHASES = (
 MV_PARQUET_ONLY = frozenset({"mv:delta-written", "mv:compaction-written", "mv:compaction-marked",
                              "mv:compaction-swapped", "mv:build-base-written", "mv:build-swapped"})
 MV_DELTA_ONLY = frozenset({"mv:merged", "mv:optimized", "mv:build-replaced"})
+# Every point a publish to a serving store reports (compiler/publish/publisher.py).
+PUBLISH_PHASES = (
+    "publish:leased",          # the publish topic's lease taken, nothing read or written
+    "publish:chunk-committed", # by key: one chunk's rows and deletes committed (the last one with the batch)
+    "publish:loaded",          # in full: every row loaded into the fresh table, not keyed or swapped in
+    "publish:indexed",         # in full: the fresh table keyed, indexed and analysed
+    "publish:swapped",         # in full: the fresh table swapped in with the batch, the lease not yet released
+)
 # Every point a fact step reports (compiler/steps.py).
 FACT_PHASES = (
     "fact:planned",            # next chosen, not yet written

@@ -5,6 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 mvflow() { echo; echo "\$ mvflow $*"; .venv/bin/mvflow "$@"; }
+if [ "${PUBLISH:-0}" = 1 ]; then
+  # offers_wide is also published by key to a throwaway PostgreSQL on loopback (docs/publishing.md)
+  eval "$(.venv/bin/python tests/pg_server.py start)"
+  trap '.venv/bin/python tests/pg_server.py stop "$MVFLOW_PG_BASE"' EXIT
+  export MVFLOW_PUBLISH=1
+  echo "PostgreSQL for the published offers_wide on $(echo "$MVFLOW_APP_DSN" | sed 's|.*@||')"
+fi
 mvflow compile
 mvflow demo init --scale "${SCALE:-1}"
 # New source tables: incremental models start from scratch. build = seeds, models and their data tests.
@@ -16,5 +23,8 @@ for batch in 1 2; do
   mvflow test --threads 2
 done
 mvflow status
+if [ "${PUBLISH:-0}" = 1 ]; then
+  .venv/bin/python bench/adhoc.py --dsn "$MVFLOW_APP_DSN" --table public.offers_wide --queries 200
+fi
 mvflow docs generate
 echo; echo "Open target/docs/index.html in a browser, or run: .venv/bin/mvflow docs serve --port 8080"

@@ -59,3 +59,18 @@ class PostgresServer:
         done = subprocess.run([*self._as, *args], capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(args)} failed: {done.stdout}{done.stderr}")
+
+
+if __name__ == "__main__":  # scripts/demo.sh with PUBLISH=1: start prints shell exports; stop <base> stops it
+    import sys
+
+    if sys.argv[1:2] == ["start"]:
+        server = PostgresServer().start()
+        print(f"export MVFLOW_APP_DSN={server.dsn} MVFLOW_PG_BASE={server.base} MVFLOW_PG_BIN={server.bin}")
+    elif sys.argv[1:2] == ["stop"] and len(sys.argv) == 3:
+        server = PostgresServer.__new__(PostgresServer)
+        server.base, server.data = Path(sys.argv[2]), Path(sys.argv[2]) / "data"
+        server.bin, server._as = _binaries(), (["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else [])
+        server.stop()
+    else:
+        sys.exit("usage: python tests/pg_server.py start | stop <base>")

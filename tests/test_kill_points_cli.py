@@ -2,7 +2,10 @@
 kill itself and its JVM with SIGKILL at that phase (``compiler.phases.kill_at``); then, as a user
 would, new changes land, ``mvflow run`` redoes the batch, one more run finds nothing to do, and
 ``mvflow verify`` passes. The first case is issue 11's reproduction (the MV went stale after a
-redo because its file watch claimed changes it had not read).
+redo because its file watch claimed changes it had not read). ``offers_wide`` is published to a
+real PostgreSQL throughout (``MVFLOW_PUBLISH=1``), so ``verify`` also compares the published table
+with the MV; the second case kills a full publish. (A fact step killed at ``fact:written`` on Delta
+is ``test_fact_crash.py``'s, on both formats.)
 
 SLOW: every command is its own process (a Spark start each). ``test_kill_points.py`` covers every
 phase in-process."""
@@ -19,12 +22,20 @@ sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=im
 from processes import copy_demo, mvflow  # noqa: E402
 
 
+PUBLISHED: dict[str, str] = {}  # MVFLOW_PUBLISH and the store's dsn, for every command of the module
+
+
 def _mvflow(project: Path, *args: str, kill_at: str = ""):
-    return mvflow(project, *args, ok=not kill_at, MVFLOW_KILL_AT=kill_at)
+    return mvflow(project, *args, ok=not kill_at, MVFLOW_KILL_AT=kill_at, **PUBLISHED)
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory) -> Path:
+def demo(tmp_path_factory, postgres_dsn) -> Path:
+    import psycopg
+
+    with psycopg.connect(postgres_dsn, autocommit=True) as db:
+        db.execute("CREATE DATABASE kill_points_app")
+    PUBLISHED.update(MVFLOW_PUBLISH="1", MVFLOW_APP_DSN=postgres_dsn.rsplit("/", 1)[0] + "/kill_points_app")
     project = copy_demo(tmp_path_factory.mktemp("demo"))
     # 200 offers: one shop or category edit touches more than the default 20% of the MV, and the
     # fan-out guard would turn every batch into a full build; keep the key-driven path
@@ -53,16 +64,25 @@ def test_mv_killed_after_next_written_with_changes_before_the_redo_slow(demo):
     assert "redo of the crashed batch" in _line(redo, "offers_wide"), redo
     again = _mvflow(demo, "run", "--select", "offers_wide").stdout
     assert "up to date" in _line(again, "offers_wide"), again
+    assert "published app.public.offers_wide by key" in _line(redo, "offers_wide"), redo
     verified = _mvflow(demo, "verify", "--select", "offers_wide").stdout
-    assert "FAIL" not in verified and "offers_wide" in verified, verified
+    assert "FAIL" not in verified and "OK    offers_wide published (app.public.offers_wide)" in verified, verified
 
 
 @pytest.mark.slow
-def test_fact_killed_after_its_write_is_redone_without_duplicates_slow(demo):
+def test_a_killed_full_publish_leaves_readers_the_old_table_and_is_redone_slow(demo):
+    import psycopg
+
+    dsn = PUBLISHED["MVFLOW_APP_DSN"]
+    with psycopg.connect(dsn) as db:
+        before = db.execute("SELECT count(*), max(title) FROM public.offers_wide").fetchone()
     _mvflow(demo, "demo", "change", "--seed", "103")
-    killed = _mvflow(demo, "run", "--select", "+orders_enriched", kill_at="fact:written")
+    killed = _mvflow(demo, "run", "--full-refresh", "--select", "offers_wide", kill_at="publish:loaded")
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
-    redo = _mvflow(demo, "run", "--select", "+orders_enriched").stdout
-    assert "redoing the unfinished step" in redo, redo
-    verified = _mvflow(demo, "verify", "--select", "+orders_enriched").stdout
-    assert "FAIL" not in verified and "orders_enriched" in verified, verified
+    with psycopg.connect(dsn) as db:  # the fresh table was loaded, not swapped in
+        assert db.execute("SELECT count(*), max(title) FROM public.offers_wide").fetchone() == before
+    _mvflow(demo, "demo", "change", "--seed", "104")  # lands between the crash and the redo
+    redo = _line(_mvflow(demo, "run", "--select", "offers_wide").stdout, "offers_wide")
+    assert "published app.public.offers_wide in full" in redo and "the MV was rebuilt" in redo, redo
+    verified = _mvflow(demo, "verify", "--select", "offers_wide").stdout
+    assert "FAIL" not in verified and "OK    offers_wide published (app.public.offers_wide)" in verified, verified

@@ -122,7 +122,7 @@ def _coerce(cls: type[ModelKind], key: str, value: Any) -> Any:
     if key == "publish":
         from ..publish.spec import parse_publish
 
-        return parse_publish(value)
+        return None if value is None else parse_publish(value)  # none: not published (a config chosen by Jinja)
     if key == "column_types":
         if not isinstance(value, dict) or not all(isinstance(v, str) and v.strip() for v in value.values()):
             raise KindError(f"column_types must map columns to types, got {value!r}", "e.g. column_types={'id': 'bigint'}",

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
-from ..errors import Problem, RunError
 from ..leases import kept
 from ..phases import PhaseHook, no_phase
 from ..state import Lease, StateStore, default_holder
@@ -85,7 +84,7 @@ def publish_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", stor
             published = target.published(qualified)
             if not repair and up_to_date(published, mv):  # known without Spark
                 return Publication(decide(published, mv, None), f"{spec.to}.{qualified}")
-            rows = _rows(spark, model, plan)
+            rows = spark.table(model.relation).select(*model.columns)
             table = table_of(rows.schema, qualified, plan.visible_key)
             action = decide(published, mv, table.fingerprint, repair)
             done = Published(action.upto, mv.definition, table.fingerprint, lease.token)
@@ -110,14 +109,6 @@ def mv_batch(store: StateStore, topic: str) -> MvBatch:
         return MvBatch(0, 0, 0, "")
     state = MvState.parse(offset.state)
     return MvBatch(int(offset.last[0]), state.built, state.unpublished, state.definition)
-
-
-def _rows(spark: "SparkSession", model: "Model", plan: "MvPlan") -> "DataFrame":
-    if not plan.visible_key:
-        raise RunError(Problem(f"mv '{model.name}' cannot be published: its rows have no unique key of its columns",
-                               model.path, model.config_lines.get("publish", 1), code="bad-publish",
-                               hint="select the columns of the MV's key (the grain of its one-to-many join)"))
-    return spark.table(model.relation).select(*model.columns)
 
 
 def _full(target, table: Table, spec, rows: "DataFrame", lease: Lease, done: Published, mv: str,
@@ -151,16 +142,27 @@ def _by_key(spark, target, table: Table, spec, rows: "DataFrame", plan: "MvPlan"
     columns = [F.col(f"{'k' if c.name in key else 'r'}.`{c.name}`").alias(c.name) for c in table.columns]
     joined = keys.alias("k").join(found, functools.reduce(lambda a, b: a & b, same), "left").select(
         *columns, "r._mvflow_found")
-    chunks = list(_chunks(joined.toLocalIterator(prefetchPartitions=True), spec.chunk_rows)) or [[]]
-    for i, chunk in enumerate(chunks):
+    for chunk, last in _with_last(_chunks(joined.toLocalIterator(prefetchPartitions=True), spec.chunk_rows)):
         upserts = [tuple(r)[:-1] for r in chunk if r["_mvflow_found"]]
         gone = [tuple(r[k] for k in key) for r in chunk if not r["_mvflow_found"]]
-        last = i == len(chunks) - 1
         publication.upserted += len(upserts)
         publication.deleted += len(gone)
         target.upsert_chunk(table, upserts, gone, lease.token, done if last else None, mv)
         publication.chunks += 1
         phase("publish:chunk-committed")
+
+
+def _with_last(chunks: Iterator[list]) -> Iterator[tuple[list, bool]]:
+    """Each chunk and whether it is the last (no chunk at all: one empty one, which records the batch).
+
+    >>> list(_with_last(iter([[1], [2]]))), list(_with_last(iter([])))
+    ([([1], False), ([2], True)], [([], True)])
+    """
+    current = next(chunks, [])
+    for following in chunks:
+        yield current, False
+        current = following
+    yield current, True
 
 
 def _chunks(rows: Iterable, size: int) -> Iterator[list]:

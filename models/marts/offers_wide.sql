@@ -1,5 +1,8 @@
-{{ config(materialized='mv') }}
--- One wide row per active offer: everything a search page filters on.
+{{ config(materialized='mv',
+          publish=({'to': 'app', 'indexes': [['country', 'retail_price'], ['shop_id'], ['category_name']]}
+                   if env_var('MVFLOW_PUBLISH', '') == '1' else none)) }}
+-- One wide row per active offer: everything a search page filters on. With MVFLOW_PUBLISH=1 it is
+-- also published by key to PostgreSQL for the search page itself (docs/publishing.md).
 SELECT
   o.offer_id,
   o.shop_id,
