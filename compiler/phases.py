@@ -135,7 +135,7 @@ def from_env(environ: dict[str, str] | None = None) -> PhaseHook:
         return no_phase
     pause = spec.endswith(":stop")
     phase, _, nth = spec.removesuffix(":stop").partition("@")
-    if phase not in MV_PHASES + FACT_PHASES + NUMERATOR_PHASES:
+    if phase not in MV_PHASES + FACT_PHASES + NUMERATOR_PHASES + PUBLISH_PHASES:
         raise ValueError(f"{ENV}: unknown phase {phase!r}")
     return (stop_at if pause else kill_at)(phase, int(nth or 1))
 
