@@ -616,6 +616,12 @@ def _stores(raw: LineDict, name: str, problems: list[Problem]) -> dict[str, Stor
     for store, entry in section.items():
         line = section.line_of(store)
         more = store_problems(str(store), entry, name, PROJECT_FILE, line)
+        if not more:
+            try:  # rendered only when a publish connects, but a broken template is found now
+                _values_sandbox().parse(str(entry["dsn"]))
+            except jinja2.TemplateSyntaxError as exc:
+                more.append(Problem(f"target '{name}' store '{store}': cannot read its dsn template: {exc.message}",
+                                    PROJECT_FILE, line, code="jinja", hint="e.g. dsn: \"{{ env_var('APP_DSN') }}\""))
         problems += more
         if not more:
             found[str(store)] = StoreSettings(str(store), str(entry["type"]).strip().lower(), str(entry["dsn"]), line)
