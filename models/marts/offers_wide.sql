@@ -1,5 +1,6 @@
 {{ config(materialized='mv',
-          publish=({'to': 'app', 'indexes': [['country', 'retail_price'], ['shop_id'], ['category_name']]}
+          publish=({'to': 'app', 'indexes': [['country', 'retail_price'], ['shop_id'], ['category_name'],
+                                             ['retail_price'], ['base_price'], ['shop_rating']]}
                    if env_var('MVFLOW_PUBLISH', '') == '1' else none)) }}
 -- One wide row per active offer: everything a search page filters on. With MVFLOW_PUBLISH=1 it is
 -- also published by key to PostgreSQL for the search page itself (docs/publishing.md).
