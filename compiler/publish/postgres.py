@@ -74,6 +74,7 @@ class PostgresStore:
                       if others else "DO NOTHING")
             db.execute(f"INSERT INTO {table.qualified} SELECT * FROM mvflow_stage ON CONFLICT ({key}) {update}")
             if done is not None:
+                db.execute(f"DROP TABLE IF EXISTS {table.named(table.name + NEW)}")  # a crashed full publish's
                 self._record(db, table, mv, done)
 
     def _delete(self, db: Any, table: Table, gone: list[tuple]) -> None:
