@@ -17,10 +17,10 @@ from typing import Any, Iterable, Iterator
 
 from ..errors import Problem, RunError
 from .decisions import Published
-from .schema import Table, copy_value, quote
+from .schema import Table, copy_value, index_name, quote
 
 OFFSETS = "mvflow_published"
-NEW, OLD = "__mvflow_new", "__mvflow_old"
+NEW = "__mvflow_new"  # the suffix of the fresh table a full publish loads
 
 
 class Fenced(RunError):
@@ -111,7 +111,7 @@ class PostgresStore:
         with self._transaction() as db:
             self._fence(db, table, token)
             db.execute(table.key_sql(new))
-            for statement in Table(table.schema, new, table.columns, table.key).index_sql(new, indexes):
+            for statement in table.index_sql(new, indexes):
                 db.execute(statement)
             db.execute(f"ANALYZE {table.named(new)}")
 
@@ -125,8 +125,8 @@ class PostgresStore:
             db.execute(f"ALTER TABLE {table.named(new)} RENAME TO {quote(table.name)}")
             db.execute(f"ALTER TABLE {table.qualified} RENAME CONSTRAINT {quote(new + '_key')} TO {quote(table.name + '_key')}")
             for cols in indexes:
-                suffix = "__" + "_".join(cols)
-                db.execute(f"ALTER INDEX {quote(table.schema)}.{quote(new + suffix)} RENAME TO {quote(table.name + suffix)}")
+                db.execute(f"ALTER INDEX {quote(table.schema)}.{quote(index_name(new, cols))} "
+                           f"RENAME TO {quote(index_name(table.name, cols))}")
             self._record(db, table, mv, done)
 
     # -- helpers -------------------------------------------------------------------------

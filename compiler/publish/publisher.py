@@ -84,8 +84,7 @@ def publish_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", stor
             published = target.published(qualified)
             if not repair and up_to_date(published, mv):  # known without Spark
                 return Publication(decide(published, mv, None), f"{spec.to}.{qualified}")
-            rows = spark.table(model.relation).select(*model.columns)
-            table = table_of(rows.schema, qualified, plan.visible_key)
+            rows, table = mv_rows(spark, model, plan, qualified)
             action = decide(published, mv, table.fingerprint, repair)
             done = Published(action.upto, mv.definition, table.fingerprint, lease.token)
             publication = Publication(action, f"{spec.to}.{qualified}")
@@ -98,6 +97,12 @@ def publish_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", stor
             return publication
     finally:
         store.release(lease)
+
+
+def mv_rows(spark: "SparkSession", model: "Model", plan: "MvPlan", qualified: str) -> tuple["DataFrame", Table]:
+    """The MV's rows as readers see them, and the published table they make."""
+    rows = spark.table(model.relation).select(*model.columns)
+    return rows, table_of(rows.schema, qualified, plan.visible_key)
 
 
 def mv_batch(store: StateStore, topic: str) -> MvBatch:

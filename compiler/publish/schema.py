@@ -70,20 +70,24 @@ class Table:
         return f"ALTER TABLE {self.named(name)} ADD CONSTRAINT {quote(name + '_key')} {kind} ({', '.join(map(quote, self.key))})"
 
     def index_sql(self, name: str, indexes: tuple[tuple[str, ...], ...]) -> list[str]:
-        """``CREATE INDEX`` per declared index of table ``name`` (named after the published table,
-        so that a swap keeps readable names).
+        """``CREATE INDEX`` per declared index of table ``name``, each named ``index_name(name, cols)``
+        (a swap renames them after the published table).
 
         >>> Table("public", "o", (Column("a", "text"),), ("a",)).index_sql("o__new", (("a",),))
-        ['CREATE INDEX "o__a" ON "public"."o__new" ("a")']
+        ['CREATE INDEX "o__new__a" ON "public"."o__new" ("a")']
         """
-        return [f"CREATE INDEX {quote(self.name + '__' + '_'.join(cols))} ON {self.named(name)} "
-                f"({', '.join(map(quote, cols))})" for cols in indexes]
+        return [f"CREATE INDEX {quote(index_name(name, cols))} ON {self.named(name)} ({', '.join(map(quote, cols))})"
+                for cols in indexes]
 
     @property
     def fingerprint(self) -> str:
         """What a published table must match to be published into by key (else it is rebuilt)."""
         text = json.dumps([[c.name, c.type, c.nullable] for c in self.columns] + [list(self.key)])
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def index_name(table: str, columns: tuple[str, ...]) -> str:
+    return f"{table}__{'_'.join(columns)}"
 
 
 def quote(name: str) -> str:

@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..verify import Verdict
-from .schema import Column, Table, copy_value, table_of
+from .schema import Column, Table, copy_value
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -22,13 +22,12 @@ SAMPLES = 5
 
 def verify_published(spark: "SparkSession", manifest: "Manifest", model: "Model") -> Verdict:
     from ..kinds.mv.plan import mv_plan
-    from .publisher import published_name
+    from .publisher import mv_rows, published_name
     from .stores import open_store
 
     spec = model.kind.publish
     qualified = published_name(spec, model.name)
-    rows = spark.table(model.relation).select(*model.columns)
-    table = table_of(rows.schema, qualified, mv_plan(model, manifest).visible_key)
+    rows, table = mv_rows(spark, model, mv_plan(model, manifest), qualified)
     verdict = Verdict(f"{model.name} published", f"{spec.to}.{qualified}", table.key)
     store = open_store(manifest.project.target(manifest.target), spec.to)
     if not store.exists(table):
