@@ -147,12 +147,14 @@ def caught_up(store: PostgresStateStore, landed: datetime):
     """Whether the MV read every change that landed before ``landed``: a batch of it started after
     that, or a whole run of it began after the job was first seen idle (after ``landed``) and left
     the offset as it was, having found nothing to do. (A batch in flight at ``landed`` that commits
-    later is neither: the run after it decides.)"""
+    later is neither: the run after it decides. Nor is the redo of a batch killed before ``landed``,
+    which reads the ranges planned before the kill: under load the takeover's redo started after
+    the last change, and verify found the MV stale, 2026-11-29.)"""
     idle: list[tuple[int, object]] = []  # (job fence, offset) when first seen idle
 
     def check() -> bool:
         step = next(iter(store.steps(MV, limit=1)), None)
-        if step is not None and step.ts - timedelta(seconds=step.seconds) > landed:
+        if step is not None and not step.detail.get("redo") and step.ts - timedelta(seconds=step.seconds) > landed:
             return True
         job, offset = store.get(JOB_TOPIC + MV), store.get(MV)
         if job.hostid or offset.in_flight:
@@ -229,8 +231,13 @@ def test_three_runners_survive_kill_9_of_a_runner_mid_batch_and_of_the_coordinat
     finally:
         runners.stop_all()
     assert_fenced(store, [MV, FACT])
+    # A change that landed while the survivor's last batch ran is the next batch's: one run reads
+    # it. Changes a batch skipped (positions committed past rows it did not read) it cannot:
+    # verify fails then. (Under load the last demo write landed after that batch's probe: three
+    # offers' prices stale at the stop, 2026-11-29 and -30.)
+    caught = mvflow(project, "run", "--select", f"{MV} {FACT}").stdout
     verified = mvflow(project, "verify", "--select", f"{MV} {FACT}").stdout
-    assert "FAIL" not in verified and MV in verified and FACT in verified, verified
+    assert "FAIL" not in verified and MV in verified and FACT in verified, caught + verified
 
 
 def test_a_runner_paused_past_its_lease_cannot_commit_slow(project, tmp_path):

@@ -685,7 +685,7 @@ class _Refresh:
         self.phase("mv:committed")
         decision = self.decision
         detail = {"keys": keys, "rows": state.base_rows, **({"groups": state.groups} if state.groups is not None else {}),
-                  "chunks": decision.chunks if decision else 1,
+                  "chunks": decision.chunks if decision else 1, **({"redo": True} if self.redo else {}),
                   **({"estimates": decision.to_dict()["estimates"], "reason": decision.reason} if decision else {})}
         self._log_step(batch, now, affected, self.started, decision.strategy or "" if decision else "", detail)
         self.phase("mv:step-logged")
