@@ -468,10 +468,10 @@ def status(obj: _Context, select, exclude, target) -> None:
 @click.pass_obj
 def verify(obj: _Context, select, exclude, target, repair) -> None:
     """Compare each MV, fact and numerator with a full recomputation of its SELECT (missing, extra,
-    different rows), and each published table with its MV."""
+    different rows), and each published table with its MV or table model."""
     from .lock import target_lock
     from .progress import Progress
-    from .publish.publisher import publish_mv
+    from .publish.publisher import publish_model
     from .publish.verify import verify_published
     from .select import select as choose
     from .spark import spark_session
@@ -479,12 +479,13 @@ def verify(obj: _Context, select, exclude, target, repair) -> None:
     from .verify import verify as check
 
     manifest = obj.manifest(target)
-    names = [n for n in choose(manifest.graph, select, exclude) if manifest.models[n].kind.verifiable]
-    published = [n for n in names if getattr(manifest.models[n].kind, "publish", None) is not None]
+    chosen = choose(manifest.graph, select, exclude)
+    names = [n for n in chosen if manifest.models[n].kind.verifiable]
+    published = [n for n in chosen if getattr(manifest.models[n].kind, "publish", None) is not None]
     settings = manifest.project.target(target)
     store = open_state_store(settings.state)
     with target_lock(store, settings):
-        delta = any(manifest.models[name].table_format == "delta" for name in names)
+        delta = any(manifest.models[name].table_format == "delta" for name in {*names, *published})
         spark = spark_session(settings, delta=delta or None)
         with Progress(click.echo, spark) as progress:
             verdicts = check(spark, manifest, names, store, progress)
@@ -492,7 +493,7 @@ def verify(obj: _Context, select, exclude, target, repair) -> None:
                 verdict = verify_published(spark, manifest, manifest.models[name])
                 if repair and not verdict.ok and not verdict.skipped:
                     click.echo(verdict.format())
-                    click.echo(publish_mv(spark, manifest, manifest.models[name], store, repair=True, echo=click.echo).words())
+                    click.echo(publish_model(spark, manifest, manifest.models[name], store, repair=True, echo=click.echo).words())
                     verdict = verify_published(spark, manifest, manifest.models[name])
                 verdicts.append(verdict)
     for verdict in verdicts:

@@ -38,6 +38,7 @@ from .paths import name_problem
 from .parse import (column_line, is_reserved, output_columns, parse_select, plain_columns, pretty, table_references,
                     unnamed_columns, with_ctes)
 from .project import TABLE_FORMATS, Project, Target
+from .publish.spec import check_published_tables
 from .render import Node, Rendered, Renderer, SnapshotBlock, YamlSnapshot, snapshot_names
 from .sources import IDENTIFIER, Source, are_tags, load_sources, tags_problem, type_problems
 from .table_format import cluster_by_problems
@@ -109,6 +110,7 @@ def compile_project(project: Project, target: str | None = None, cache: CompileC
     manifest.hooks = {which: [renderer.render_string(sql) for sql in statements] for which, statements in
                       (("on-run-start", project.on_run_start), ("on-run-end", project.on_run_end)) if statements}
     manifest.warnings += check_mvs(manifest)
+    check_published_tables(manifest)
     place_scopes(manifest)
     return manifest
 

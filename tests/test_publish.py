@@ -32,6 +32,15 @@ targets:
 PUBLISHED = WIDE.replace("compact_below_rows=0)", "compact_below_rows=0, publish={{'to': 'app', 'table': 'serving.wide', "
                                                   "'indexes': [['shop', 'price'], 'region'], 'chunk_rows': 3}})")
 
+#: a table model published in full after each build (a GROUP BY: one row per shop)
+SHOP_OFFERS = """
+{{{{ config(materialized='table', schema='{db}', unique_key='shop_id', publish={{'to': 'app', 'indexes': ['offers']}}) }}}}
+SELECT o.shop_id, COUNT(*) AS offers, MAX(o.title) AS last_title
+FROM {{{{ source('{db}', 'offers') }}}} AS o
+WHERE o.deleted = FALSE
+GROUP BY o.shop_id
+"""
+
 
 @pytest.fixture
 def app_dsn(postgres_dsn, monkeypatch) -> str:
@@ -57,17 +66,18 @@ def publish(world: World, name: str = "wide", **options):
     return publish_mv(world.spark, world.manifest, world.manifest.models[name], world.store, **options)
 
 
-def published_rows(dsn: str, table: str = "serving.wide") -> list[tuple]:
+def published_rows(dsn: str, table: str = "serving.wide", columns: list[str] | None = None) -> list[tuple]:
     with psycopg.connect(dsn) as db:
-        return sorted(db.execute(f"SELECT * FROM {table}").fetchall(), key=repr)
+        return sorted(db.execute(f"SELECT {', '.join(columns or ['*'])} FROM {table}").fetchall(), key=repr)
 
 
-def assert_published(world: World, dsn: str, name: str = "wide", table: str = "serving.wide") -> int:
-    """The published table equals the MV, which equals its recomputation."""
-    world.check(name)
+def assert_published(world: World, dsn: str, name: str = "wide", table: str = "serving.wide", recompute: bool = True) -> int:
+    """The published table equals the model's table, which equals its recomputation (an MV's)."""
+    if recompute:
+        world.check(name)
     model = world.manifest.models[name]
     mv = sorted((tuple(r) for r in world.spark.table(model.relation).select(*model.columns).collect()), key=repr)
-    assert published_rows(dsn, table) == mv
+    assert published_rows(dsn, table, model.columns) == mv
     return len(mv)
 
 
@@ -165,21 +175,38 @@ def test_a_second_publisher_is_refused(world, app_dsn):
     assert_published(world, app_dsn)
 
 
-def test_a_changed_definition_republishes_in_full(world, app_dsn):
+def test_an_added_column_is_added_in_place_and_a_retyped_one_republishes_in_full(world, app_dsn):
+    """A column added to the MV is added to the table readers have (an application's view on it
+    stays); a column whose type changed needs a fresh table, which that view stops, saying so."""
+    from compiler.errors import RunError
+
     publish(world)
+    with psycopg.connect(app_dsn) as db:
+        db.execute("CREATE VIEW serving.wide_titles AS SELECT id, title FROM serving.wide")
+        table_oid = db.execute("SELECT 'serving.wide'::regclass::oid").fetchone()[0]
     model = world.root / "models" / "wide.sql"
     model.write_text(model.read_text().replace("  o.title,", "  o.title,\n  o.status,"))
     world.recompile()
+    change_some(world, 1)
     assert world.refresh().mode == "build"
-    redo = publish(world)
-    assert redo.action.what == "full"
+    added = publish(world)
+    assert added.action.what == "replace" and "column status added" in added.action.reason, added.words()
     assert_published(world, app_dsn)
-    assert "status" in [c for c in published_rows_columns(app_dsn)]
+    with psycopg.connect(app_dsn) as db:
+        assert db.execute("SELECT 'serving.wide'::regclass::oid").fetchone()[0] == table_oid
+        assert db.execute("SELECT count(*) FROM serving.wide_titles").fetchone()[0] == len(published_rows(app_dsn))
+    assert publish(world).action.what == "nothing"
 
-
-def published_rows_columns(dsn: str) -> list[str]:
-    with psycopg.connect(dsn) as db:
-        return [d.name for d in db.execute("SELECT * FROM serving.wide LIMIT 0").description]
+    model.write_text(model.read_text().replace("  p.price,", "  CAST(p.price AS DOUBLE) AS price,"))
+    world.recompile()
+    world.refresh()
+    with pytest.raises(RunError) as refused:
+        publish(world)
+    assert "views of the store on the published table stop it" in refused.value.problems[0].hint
+    with psycopg.connect(app_dsn, autocommit=True) as db:
+        db.execute("DROP VIEW serving.wide_titles")
+    assert publish(world).action.reason == "the MV's columns, types or key changed"
+    assert_published(world, app_dsn)
 
 
 def test_every_spark_type_round_trips(spark, app_dsn):
@@ -219,9 +246,11 @@ def test_every_spark_type_round_trips(spark, app_dsn):
 
 
 def test_run_publishes_and_status_shows_it_without_the_password(spark, tmp_path, app_dsn, capsys):
+    """``mvflow run`` publishes the MV by key and the table model in full after each build; status,
+    verify and ``verify --repair`` see both."""
     from compiler.cli import main
 
-    world = World(spark, tmp_path, models={"wide": PUBLISHED}, project=PROJECT)
+    world = World(spark, tmp_path, models={"wide": PUBLISHED, "shop_offers": SHOP_OFFERS}, project=PROJECT)
     seed(world)
     world.flush()
 
@@ -237,23 +266,32 @@ def test_run_publishes_and_status_shows_it_without_the_password(spark, tmp_path,
 
     shown = cli("run")
     assert "published app.serving.wide in full at batch 1 (first publish)" in shown, shown
+    assert "published app.public.shop_offers in full (first publish)" in shown, shown
     change_some(world, 1)
     world.flush()
     shown += cli("run")
     assert "published app.serving.wide by key (batch 2 of the MV)" in shown, shown
+    assert "published app.public.shop_offers in full (the table was rebuilt)" in shown, shown
+    again = cli("run")  # nothing moved: neither built nor published
+    assert "published" not in again and "shop_offers" in again, again
     status = cli("status")
-    assert [line.split()[:4] for line in status.splitlines() if line.startswith("app.serving.wide")] == \
-        [["app.serving.wide", "wide", "2", "-"]], status
+    assert [line.split()[:4] for line in status.splitlines() if line.startswith("app.")] == \
+        [["app.public.shop_offers", "shop_offers", "-", "-"], ["app.serving.wide", "wide", "2", "-"]], status
+    assert_published(world, app_dsn, "shop_offers", "public.shop_offers", recompute=False)
     with psycopg.connect(app_dsn) as db:  # drift: a row changed, one gone, one extra
         db.execute("UPDATE serving.wide SET title = 'tampered' WHERE id = 1")
         db.execute("DELETE FROM serving.wide WHERE id = 3")
         db.execute("INSERT INTO serving.wide (id, title) VALUES (999, 'stray')")
+        db.execute("UPDATE public.shop_offers SET offers = offers + 1")
     drift = cli("verify", code=1)
     assert "FAIL  wide published (app.serving.wide)" in drift, drift
     assert "missing: 1 (keys 3)" in drift and "extra: 1 (keys 999)" in drift and "different: 1 (keys 1)" in drift
+    assert "FAIL  shop_offers published (app.public.shop_offers)" in drift, drift
     repaired = cli("verify", "--repair")
     assert "published app.serving.wide in full at batch 2 (repair asked)" in repaired, repaired
+    assert "published app.public.shop_offers in full (repair asked)" in repaired, repaired
     assert "OK    wide published (app.serving.wide)" in repaired.rsplit("repair asked", 1)[1]
+    assert "OK    shop_offers published (app.public.shop_offers)" in repaired.rsplit("repair asked", 1)[1]
     shown += status + drift + repaired + cli("compile") + cli("docs", "generate")
     assert PASSWORD not in shown
     for path in tmp_path.rglob("*"):
@@ -267,6 +305,9 @@ def test_run_publishes_and_status_shows_it_without_the_password(spark, tmp_path,
     (PROJECT, PUBLISHED.replace("'chunk_rows': 3", "'chunk_rows': 0"), "publish chunk_rows must be a positive number"),
     (PROJECT.replace("\"{{ env_var('MVFLOW_TEST_APP_DSN') }}\"", "postgresql://app:hunter2@db/app"), PUBLISHED,
      "the dsn holds a password written in project.yml"),
+    (PROJECT, SHOP_OFFERS.replace("unique_key='shop_id', ", ""), "table 'wide' cannot be published: its rows have no unique key"),
+    (PROJECT, SHOP_OFFERS.replace("unique_key='shop_id'", "unique_key='shop'"),
+     "its unique_key names column(s) shop, which it does not output"),
 ])
 def test_a_bad_publish_config_fails_compile_with_its_line(spark, tmp_path, project, model, message):
     from compiler.errors import MvflowError

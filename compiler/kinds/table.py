@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from ..manifest import Manifest, Model
+    from ..publish.spec import PublishSpec
     from ..run import Result, RunOptions
 
 SLOTS = ("a", "b")
@@ -43,17 +44,21 @@ class TableKind(ModelKind):
     delta as one ``CREATE OR REPLACE TABLE … AS SELECT``."""
 
     name: ClassVar[str] = "table"
-    operational: ClassVar[tuple[str, ...]] = ("cluster_by",)
+    operational: ClassVar[tuple[str, ...]] = ("cluster_by", "publish")
     partition_by: tuple[str, ...] = ()
-    #: the rows' unique key, so that mv models may join it (they diff it like a dictionary)
+    #: the rows' unique key, so that mv models may join it (they diff it like a dictionary), and the
+    #: published table's primary key
     unique_key: tuple[str, ...] = ()
     cluster_by: tuple[str, ...] = ()  # Delta liquid clustering columns (``table_format.using``)
+    #: a serving store's table that each build is published to in full (``compiler.publish``)
+    publish: "PublishSpec | None" = None
 
     def statements(self, model: "Model") -> list[Statement]:
         return wrapped(model, _delta_body(model) if model.table_format == DELTA else _parquet_body(model))
 
     def runner(self, options: "RunOptions") -> ModelRunner:
-        return unchanged.skipping(run_table, options)
+        build = unchanged.skipping(run_table, options)
+        return _publishing(build, options) if self.publish is not None else build
 
     def next_run(self, manifest, model, store, now) -> tuple[str, str]:
         return unchanged.next_run(manifest, model, store, now, ("rebuild", "an input moved, or it was not built yet"))
@@ -124,6 +129,22 @@ def run_table(spark: "SparkSession", manifest: "Manifest", model: "Model") -> "R
         result.rows = spark.table(params.get("build_table", model.relation)).count()
 
     return timed(model, build)
+
+
+def _publishing(build: ModelRunner, options: "RunOptions") -> ModelRunner:
+    """``build``, then the table's publish when its last build is not published yet."""
+
+    def run(spark: "SparkSession", manifest: "Manifest", model: "Model") -> "Result":
+        from ..publish.publisher import publish_after, publish_table
+
+        result = build(spark, manifest, model)
+        if result.status == "success":
+            store = unchanged.state_store(options, manifest)
+            publish_after(result, lambda: publish_table(spark, manifest, model, store, holder=options.holder,
+                                                        phase=options.phase, echo=options.echo))
+        return result
+
+    return run
 
 
 def table_layout(spark: "SparkSession", relation: str) -> tuple[str | None, str]:

@@ -98,6 +98,17 @@ def next_run(manifest: "Manifest", model: "Model", store: "StateStore", now: dat
     return ("nothing", UP_TO_DATE) if up_to_date(store, spec(manifest, model), now) else otherwise
 
 
+def build_stamp(store: "StateStore", manifest: "Manifest", model: "Model") -> str | None:
+    """What tells the model's last build from the others, without Spark: its definition and its own
+    tables' files as the run's watch recorded them after that build (a publish of a table records
+    it); None when the model is not watched (each run builds it)."""
+    found = spec(manifest, model)
+    recorded = watch.Watch.parse(store.get_watch(found.topic)) if found is not None else None
+    if recorded is None or recorded.sql != found.sql:
+        return None
+    return watch.sql_hash(recorded.sql, *(recorded.tables.get(relation, ["", "missing"])[1] for relation in found.own))
+
+
 def skipping(build: "ModelRunner", options: "RunOptions") -> "ModelRunner":
     """``build`` (a table's or view's runner), skipped when nothing moved since the build the watch
     recorded; after a build, the watch of what it read before it started."""
@@ -106,7 +117,7 @@ def skipping(build: "ModelRunner", options: "RunOptions") -> "ModelRunner":
         from ..run import Result
 
         found = spec(manifest, model)
-        store = _store(options, manifest) if found is not None else None
+        store = state_store(options, manifest) if found is not None else None
         if store is not None and options.file_check and not options.full_refresh \
                 and up_to_date(store, found, datetime.now(timezone.utc)):
             return Result(model.name, model.kind.name, "success", message=UP_TO_DATE)
@@ -119,5 +130,5 @@ def skipping(build: "ModelRunner", options: "RunOptions") -> "ModelRunner":
     return run
 
 
-def _store(options: "RunOptions", manifest: "Manifest") -> "StateStore":
+def state_store(options: "RunOptions", manifest: "Manifest") -> "StateStore":
     return options.store or open_state_store(manifest.project.target(manifest.target).state)

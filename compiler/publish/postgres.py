@@ -6,7 +6,8 @@ Every transaction of a publish first locks the table's offsets row and refuses t
 publisher with a newer lease token wrote it (``Fenced``): two publishers never interleave.
 Rows go in by ``COPY`` into a temporary staging table, then one ``DELETE … USING`` of the keys gone
 and one ``INSERT … ON CONFLICT DO UPDATE`` per chunk; a full publish loads a fresh table, indexes
-it, and swaps it in by renames in one transaction.
+it, and swaps it in by renames in one transaction; columns added to the MV are added to the table
+readers have, whose rows are then replaced in one transaction (``replace_rows``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, Iterable, Iterator
 
 from ..errors import Problem, RunError
 from .decisions import Published
-from .schema import Table, copy_value, index_name, quote
+from .schema import Column, Table, copy_value, index_name, quote
 
 OFFSETS = "mvflow_published"
 NEW = "__mvflow_new"  # the suffix of the fresh table a full publish loads
@@ -76,6 +77,30 @@ class PostgresStore:
             if done is not None:
                 db.execute(f"DROP TABLE IF EXISTS {table.named(table.name + NEW)}")  # a crashed full publish's
                 self._record(db, table, mv, done)
+
+    def replace_rows(self, table: Table, added: tuple[Column, ...], rows: Iterable[tuple], token: int, mv: str,
+                     done: Published) -> int:
+        """Every row of the MV into the table readers have, in one transaction: ``added`` columns
+        first (``ALTER TABLE … ADD COLUMN``), then the keys the MV no longer holds deleted and the
+        rows that differ upserted (an unchanged row is not rewritten). Returns the rows sent."""
+        key = ", ".join(map(quote, table.key))
+        others = [quote(c.name) for c in table.columns if c.name not in table.key]
+        with self._transaction() as db:
+            self._fence(db, table, token)
+            for column in added:  # nullable: the rows already there get theirs below
+                db.execute(f"ALTER TABLE {table.qualified} ADD COLUMN {quote(column.name)} {column.type}")
+            db.execute(f"CREATE TEMP TABLE mvflow_stage (LIKE {table.qualified}) ON COMMIT DROP")
+            sent = self._copy(db, "mvflow_stage", table, rows)
+            db.execute("ANALYZE mvflow_stage")
+            for statement in _delete_missing(table):
+                db.execute(statement)
+            update = (f"DO UPDATE SET ({', '.join(others)}) = ROW({', '.join(f'EXCLUDED.{c}' for c in others)}) "
+                      f"WHERE ({', '.join(f't.{c}' for c in others)}) IS DISTINCT FROM "
+                      f"({', '.join(f'EXCLUDED.{c}' for c in others)})" if others else "DO NOTHING")
+            db.execute(f"INSERT INTO {table.qualified} AS t SELECT * FROM mvflow_stage ON CONFLICT ({key}) {update}")
+            db.execute(f"DROP TABLE IF EXISTS {table.named(table.name + NEW)}")  # a crashed full publish's
+            self._record(db, table, mv, done)
+        return sent
 
     def _delete(self, db: Any, table: Table, gone: list[tuple]) -> None:
         """The keys ``gone`` deleted: by a join with their COPY (an index lookup each); a key with a
@@ -145,11 +170,14 @@ class PostgresStore:
                    (mv, done.batch, done.definition, done.fingerprint, done.token, datetime.now(timezone.utc),
                     _name(table)))
 
-    def _copy(self, db: Any, target: str, table: Table, rows: Iterable[tuple]) -> None:
+    def _copy(self, db: Any, target: str, table: Table, rows: Iterable[tuple]) -> int:
         columns = ", ".join(quote(c.name) for c in table.columns)
+        sent = 0
         with db.cursor().copy(f"COPY {target} ({columns}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row([copy_value(v, c) for v, c in zip(row, table.columns)])
+                sent += 1
+        return sent
 
     @contextmanager
     def _transaction(self) -> Iterator[Any]:
@@ -164,11 +192,34 @@ class PostgresStore:
             with db.transaction():
                 yield db
         except self._psycopg.Error as exc:
+            hint = ("a full publish (a rebuilt MV, changed columns, a repair) swaps a fresh table in, and views "
+                    "of the store on the published table stop it: drop them, run, then create them again"
+                    if isinstance(exc, self._psycopg.errors.DependentObjectsStillExist)
+                    else "a NULL or repeated key in the MV's rows, or the store's permissions")
             raise RunError(Problem(f"store '{self.name}': PostgreSQL refused the publish: {_first_line(exc)}",
-                                   code="store-error", hint="a NULL or repeated key in the MV's rows, or the store's "
-                                   "permissions: nothing of this transaction was written")) from None
+                                   code="store-error", hint=hint + ": nothing of this transaction was written")) from None
         finally:
             db.close()
+
+
+def _delete_missing(table: Table) -> list[str]:
+    """The rows whose key the staged rows lack deleted: by ``=`` (a hash anti-join), and where a key
+    column may be NULL (a GROUP BY's NULL group), the rows with a NULL in their key by a statement
+    of their own (``IS NOT DISTINCT FROM`` cannot be hashed; those rows are few).
+
+    >>> print("\\n".join(_delete_missing(Table("public", "g", (Column("region", "text"),), ("region",)))))
+    DELETE FROM "public"."g" AS t WHERE NOT EXISTS (SELECT 1 FROM mvflow_stage AS s WHERE t."region" = s."region") AND t."region" IS NOT NULL
+    DELETE FROM "public"."g" AS t WHERE (t."region" IS NULL) AND NOT EXISTS (SELECT 1 FROM mvflow_stage AS s WHERE t."region" IS NOT DISTINCT FROM s."region")
+    """
+    keys = [quote(k) for k in table.key]
+    equal = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+    first = f"DELETE FROM {table.qualified} AS t WHERE NOT EXISTS (SELECT 1 FROM mvflow_stage AS s WHERE {equal})"
+    if not table.nullable_key:
+        return [first]
+    same = " AND ".join(f"t.{k} IS NOT DISTINCT FROM s.{k}" for k in keys)
+    return [first + " AND " + " AND ".join(f"t.{k} IS NOT NULL" for k in keys),
+            f"DELETE FROM {table.qualified} AS t WHERE ({' OR '.join(f't.{k} IS NULL' for k in keys)}) "
+            f"AND NOT EXISTS (SELECT 1 FROM mvflow_stage AS s WHERE {same})"]
 
 
 def _name(table: Table) -> str:

@@ -1,4 +1,5 @@
-"""One publish of an MV to its store, after its batch: the runner of ``compiler.publish``.
+"""One publish of an MV (after its batch) or of a table model (after its build) to its store: the
+runner of ``compiler.publish``.
 
 By key: the keys the MV's batches ``(published, last]`` replaced (its changes table, where each
 batch records them) are joined with the MV's rows; a key with a row is upserted, one without is
@@ -6,12 +7,15 @@ deleted; ``chunk_rows`` keys per transaction, the last one writing the published
 are read after the MV committed its last batch, so they are that batch's or newer: a redo
 publishes them again, and never anything older.
 Full: every row into a fresh table, keyed and indexed, then swapped in (``postgres.PostgresStore``).
+A table model is rebuilt whole, so it is published in full after each build: its build is known by
+its stamp (``compiler.kinds.unchanged.build_stamp``), which the store's offsets row keeps.
 """
 
 from __future__ import annotations
 
 import functools
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
@@ -19,7 +23,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 from ..leases import kept
 from ..phases import PhaseHook, no_phase
 from ..state import Lease, StateStore, default_holder
-from .decisions import FULL, KEYS, NOTHING, Action, MvBatch, Published, decide, up_to_date
+from .decisions import FULL, KEYS, NOTHING, REPLACE, Action, MvBatch, Published, decide, decide_table, up_to_date
 from .schema import Table, table_of
 from .stores import open_store
 
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
 
     from ..manifest import Manifest, Model
     from ..kinds.mv.plan import MvPlan
+    from ..run import Result
 
 LEASE_SECONDS = 120.0
 
@@ -46,9 +51,12 @@ class Publication:
     def words(self) -> str:
         if self.action.what == NOTHING:
             return f"published {self.table}: {self.action.reason}"
-        if self.action.what == FULL:
-            return (f"published {self.table} in full at batch {self.action.upto} ({self.action.reason}): "
+        if self.action.what == REPLACE:
+            return (f"published {self.table} at batch {self.action.upto}, every row ({self.action.reason}): "
                     f"{self.upserted:,} rows, {self.seconds:.1f} s")
+        if self.action.what == FULL:
+            at = f" at batch {self.action.upto}" if self.action.upto else ""  # a table model's has no batch
+            return f"published {self.table} in full{at} ({self.action.reason}): {self.upserted:,} rows, {self.seconds:.1f} s"
         return (f"published {self.table} by key ({self.action.reason}): {self.upserted:,} rows upserted, "
                 f"{self.deleted:,} deleted, {self.chunks} chunk{'s' if self.chunks != 1 else ''}, {self.seconds:.1f} s")
 
@@ -76,25 +84,83 @@ def publish_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", stor
     target = open_store(manifest.project.target(manifest.target), spec.to)
     qualified = published_name(spec, model.name)
     started = time.monotonic()
-    lease = store.acquire(publish_topic(spec.to, qualified), holder or default_holder(), lease_seconds, now())
+    with _leased(store, spec.to, qualified, holder, now, lease_seconds, phase) as lease:
+        mv = mv_batch(store, plan.topic())
+        published = target.published(qualified)
+        if not repair and up_to_date(published, mv):  # known without Spark
+            return Publication(decide(published, mv, None), f"{spec.to}.{qualified}")
+        rows, table = mv_rows(spark, model, plan, qualified)
+        added = table.added_columns(published.fingerprint) if published is not None else None
+        action = decide(published, mv, table.fingerprint, repair, tuple(c.name for c in added or ()))
+        done = Published(action.upto, mv.definition, table.fingerprint, lease.token)
+        publication = Publication(action, f"{spec.to}.{qualified}")
+        if action.what == FULL:
+            echo(f"{model.name}: publishing {publication.table} in full ({action.reason})")
+            publication.upserted = _full(target, table, spec, rows, lease, done, model.name, phase)
+        elif action.what == REPLACE:
+            echo(f"{model.name}: publishing every row into {publication.table} ({action.reason})")
+            publication.upserted = target.replace_rows(table, added, _local(rows), lease.token, model.name, done)
+        elif action.what == KEYS:
+            _by_key(spark, target, table, spec, rows, plan, action, lease, done, model.name, phase, publication)
+        publication.seconds = time.monotonic() - started
+        return publication
+
+
+def publish_table(spark: "SparkSession", manifest: "Manifest", model: "Model", store: StateStore, repair: bool = False,
+                  holder: str | None = None, phase: PhaseHook = no_phase, echo: Callable[[str], None] = lambda _: None,
+                  now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+                  lease_seconds: float = LEASE_SECONDS) -> Publication:
+    """Publish ``model`` (a table with ``config(publish=...)``) in full when its last build is not
+    published yet (known without Spark where the run watches its files)."""
+    from ..kinds.unchanged import build_stamp
+
+    spec = model.kind.publish
+    target = open_store(manifest.project.target(manifest.target), spec.to)
+    qualified = published_name(spec, model.name)
+    started = time.monotonic()
+    with _leased(store, spec.to, qualified, holder, now, lease_seconds, phase) as lease:
+        stamp = build_stamp(store, manifest, model)
+        action = decide_table(target.published(qualified), stamp, repair)
+        publication = Publication(action, f"{spec.to}.{qualified}")
+        if action.what == FULL:
+            rows, table = table_rows(spark, model, qualified)
+            echo(f"{model.name}: publishing {publication.table} in full ({action.reason})")
+            done = Published(0, stamp or "", table.fingerprint, lease.token)
+            publication.upserted = _full(target, table, spec, rows, lease, done, model.name, phase)
+        publication.seconds = time.monotonic() - started
+        return publication
+
+
+def publish_model(spark: "SparkSession", manifest: "Manifest", model: "Model", store: StateStore,
+                  **options) -> Publication:
+    """``publish_table`` for a table model, ``publish_mv`` for an mv."""
+    return (publish_table if model.kind.name == "table" else publish_mv)(spark, manifest, model, store, **options)
+
+
+def publish_after(result: "Result", publish: Callable[[], Publication]) -> None:
+    """Run a model's publish after its own work succeeded; its words join the model's message, and a
+    failed publish fails the model's result (what the model wrote stays: the next run publishes)."""
+    from ..run import _spark_message
+
+    try:
+        publication = publish()
+    except Exception as exc:  # noqa: BLE001 - reported as the model's error; the next run publishes again
+        result.status = "error"
+        result.message = f"{result.message}; publishing failed: {_spark_message(exc)}"
+        return
+    if publication.action.what != NOTHING:
+        result.message = f"{result.message}; {publication.words()}"
+
+
+@contextmanager
+def _leased(store: StateStore, store_name: str, qualified: str, holder: str | None, now: Callable[[], datetime],
+            lease_seconds: float, phase: PhaseHook) -> Iterator[Lease]:
+    """The publisher's lease of the table, kept alive while it works; its token fences the store's writes."""
+    lease = store.acquire(publish_topic(store_name, qualified), holder or default_holder(), lease_seconds, now())
     try:
         phase("publish:leased")
         with kept(store, lambda: [lease], lease_seconds, now):
-            mv = mv_batch(store, plan.topic())
-            published = target.published(qualified)
-            if not repair and up_to_date(published, mv):  # known without Spark
-                return Publication(decide(published, mv, None), f"{spec.to}.{qualified}")
-            rows, table = mv_rows(spark, model, plan, qualified)
-            action = decide(published, mv, table.fingerprint, repair)
-            done = Published(action.upto, mv.definition, table.fingerprint, lease.token)
-            publication = Publication(action, f"{spec.to}.{qualified}")
-            if action.what == FULL:
-                echo(f"{model.name}: publishing {publication.table} in full ({action.reason})")
-                publication.upserted = _full(target, table, spec, rows, lease, done, model.name, phase)
-            elif action.what == KEYS:
-                _by_key(spark, target, table, spec, rows, plan, action, lease, done, model.name, phase, publication)
-            publication.seconds = time.monotonic() - started
-            return publication
+            yield lease
     finally:
         store.release(lease)
 
@@ -103,6 +169,22 @@ def mv_rows(spark: "SparkSession", model: "Model", plan: "MvPlan", qualified: st
     """The MV's rows as readers see them, and the published table they make."""
     rows = spark.table(model.relation).select(*model.columns)
     return rows, table_of(rows.schema, qualified, plan.visible_key)
+
+
+def source_rows(spark: "SparkSession", manifest: "Manifest", model: "Model", qualified: str) -> tuple["DataFrame", Table]:
+    """The rows a model publishes (``table_rows`` or ``mv_rows``), and the published table they make."""
+    from ..kinds.mv.plan import mv_plan
+
+    if model.kind.name == "table":
+        return table_rows(spark, model, qualified)
+    return mv_rows(spark, model, mv_plan(model, manifest), qualified)
+
+
+def table_rows(spark: "SparkSession", model: "Model", qualified: str) -> tuple["DataFrame", Table]:
+    """A table model's rows, and the published table they make (keyed by its ``unique_key``)."""
+    rows = spark.table(model.relation)
+    rows = rows.select(*model.columns) if model.columns else rows
+    return rows, table_of(rows.schema, qualified, model.kind.unique_key)
 
 
 def mv_batch(store: StateStore, topic: str) -> MvBatch:
@@ -120,7 +202,7 @@ def _full(target, table: Table, spec, rows: "DataFrame", lease: Lease, done: Pub
           phase: PhaseHook) -> int:
     target.create_new(table, lease.token)
     count = 0
-    for chunk in _chunks(rows.toLocalIterator(prefetchPartitions=True), spec.chunk_rows):
+    for chunk in _chunks(_local(rows), spec.chunk_rows):
         target.load_new(table, chunk, lease.token)
         count += len(chunk)
     phase("publish:loaded")
@@ -147,7 +229,7 @@ def _by_key(spark, target, table: Table, spec, rows: "DataFrame", plan: "MvPlan"
     columns = [F.col(f"{'k' if c.name in key else 'r'}.`{c.name}`").alias(c.name) for c in table.columns]
     joined = keys.alias("k").join(found, functools.reduce(lambda a, b: a & b, same), "left").select(
         *columns, "r._mvflow_found")
-    for chunk, last in _with_last(_chunks(joined.toLocalIterator(prefetchPartitions=True), spec.chunk_rows)):
+    for chunk, last in _with_last(_chunks(_local(joined), spec.chunk_rows)):
         upserts = [tuple(r)[:-1] for r in chunk if r["_mvflow_found"]]
         gone = [tuple(r[k] for k in key) for r in chunk if not r["_mvflow_found"]]
         publication.upserted += len(upserts)
@@ -155,6 +237,11 @@ def _by_key(spark, target, table: Table, spec, rows: "DataFrame", plan: "MvPlan"
         target.upsert_chunk(table, upserts, gone, lease.token, done if last else None, mv)
         publication.chunks += 1
         phase("publish:chunk-committed")
+
+
+def _local(rows: "DataFrame") -> Iterator:
+    """The rows streamed to this process a partition at a time (the next one read meanwhile)."""
+    return rows.toLocalIterator(prefetchPartitions=True)
 
 
 def _with_last(chunks: Iterator[list]) -> Iterator[tuple[list, bool]]:

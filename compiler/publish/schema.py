@@ -17,7 +17,6 @@ ALTER TABLE "public"."offers__new" ADD CONSTRAINT "offers__new_key" PRIMARY KEY 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -81,9 +80,37 @@ class Table:
 
     @property
     def fingerprint(self) -> str:
-        """What a published table must match to be published into by key (else it is rebuilt)."""
-        text = json.dumps([[c.name, c.type, c.nullable] for c in self.columns] + [list(self.key)])
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        """What a published table must match to be published into by key: its columns, types and
+        key, as JSON (``added_columns`` reads it back).
+
+        >>> Table("public", "o", (Column("id", "bigint", nullable=False),), ("id",)).fingerprint
+        '{"columns": [["id", "bigint", false]], "key": ["id"]}'
+        """
+        return json.dumps({"columns": [[c.name, c.type, c.nullable] for c in self.columns], "key": list(self.key)})
+
+    def added_columns(self, fingerprint: str) -> tuple[Column, ...] | None:
+        """The columns this table adds to the one ``fingerprint`` describes, when it only adds some:
+        the same key, every column there with its type and a NULL allowed wherever it was (None:
+        anything else, a store written before fingerprints were readable included).
+
+        >>> old = Table("public", "o", (Column("id", "bigint", nullable=False), Column("a", "text")), ("id",))
+        >>> new = Table("public", "o", (*old.columns[:1], Column("b", "date"), old.columns[1]), ("id",))
+        >>> [c.name for c in new.added_columns(old.fingerprint)]
+        ['b']
+        >>> Table("public", "o", (old.columns[0], Column("a", "integer")), ("id",)).added_columns(old.fingerprint) is None
+        True
+        """
+        try:
+            old = json.loads(fingerprint)
+            columns = {name: (kind, nullable) for name, kind, nullable in old["columns"]}
+            key = old["key"]
+        except (ValueError, TypeError, KeyError):
+            return None
+        mine = {c.name: c for c in self.columns}
+        if key != list(self.key) or any(name not in mine or mine[name].type != kind or mine[name].nullable and not nullable
+                                        for name, (kind, nullable) in columns.items()):
+            return None
+        return tuple(c for c in self.columns if c.name not in columns)
 
 
 def index_name(table: str, columns: tuple[str, ...]) -> str:

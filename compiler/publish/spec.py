@@ -1,11 +1,12 @@
-"""``config(publish={...})`` of an mv: where its rows are published (pure).
+"""``config(publish={...})`` of an mv or a table: where its rows are published (pure).
 
     publish: {to: app, table: offers_wide, indexes: [[country, retail_price], [title]]}
 
 ``to`` names a store of the target (``project.yml``: ``targets: {<t>: {stores: {app: {type:
 postgres, dsn: ...}}}}``), ``table`` the published table (default: the model's name; ``schema.table``
-allowed), ``indexes`` the indexes created beside its primary key (the MV's unique key), each a
-column or a list of columns; ``chunk_rows`` the rows of one transaction of a batch's publish.
+allowed), ``indexes`` the indexes created beside its primary key (the MV's unique key, a table's
+``unique_key``), each a column or a list of columns; ``chunk_rows`` the rows of one transaction of
+a batch's publish.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ..kinds.base import KindError
 from ..sources import IDENTIFIER
 
 if TYPE_CHECKING:
-    from ..manifest import Model
+    from ..manifest import Manifest, Model
     from ..project import Target
 
 _KEYS = ("to", "table", "indexes", "chunk_rows")
@@ -89,24 +90,40 @@ def _error(message: str, hint: str = _EXAMPLE) -> KindError:
     return KindError(message, hint, "bad-publish", "publish")
 
 
-def publish_problems(model: "Model", visible_key: tuple[str, ...], target: "Target") -> list[Problem]:
-    """What ``compile`` checks of an mv's ``publish``: its store is declared by the target, its
-    indexes name output columns, and its rows have a key (the published table's primary key)."""
+def publish_problems(model: "Model", key: tuple[str, ...], target: "Target") -> list[Problem]:
+    """What ``compile`` checks of a model's ``publish``: its store is declared by the target, its
+    indexes name output columns, and its rows have a ``key`` (the published table's primary key:
+    an mv's unique key among its columns, a table's ``unique_key``)."""
     spec: PublishSpec = model.kind.publish
     line = model.config_lines.get("publish", 1)
+    kind = f"{model.kind.name} '{model.name}'"
     found = []
     if spec.to not in target.stores:
-        found.append(Problem(f"mv '{model.name}': publish names store '{spec.to}', which target '{target.name}' does not "
+        found.append(Problem(f"{kind}: publish names store '{spec.to}', which target '{target.name}' does not "
                              "declare", model.path, line, code="unknown-store",
                              hint=f"declare it in project.yml: targets: {{{target.name}: {{stores: {{{spec.to}: "
                                   "{type: postgres, dsn: \"{{ env_var('APP_DSN') }}\"}}}}}"
                              + (f" (declared: {', '.join(sorted(target.stores))})" if target.stores else "")))
     outputs = {c.lower() for c in model.columns or ()}
-    for column in sorted({c for index in spec.indexes for c in index if c.lower() not in outputs}):
-        found.append(Problem(f"mv '{model.name}': publish indexes name column '{column}', which the mv does not output",
+    for column in sorted({c for index in spec.indexes for c in index if outputs and c.lower() not in outputs}):
+        found.append(Problem(f"{kind}: publish indexes name column '{column}', which the {model.kind.name} does not output",
                              model.path, line, code="bad-publish", hint="its columns: " + ", ".join(model.columns or ())))
-    if not visible_key:
-        found.append(Problem(f"mv '{model.name}' cannot be published: its rows have no unique key among its columns",
-                             model.path, line, code="bad-publish",
-                             hint="select the columns of the MV's key (the grain of its one-to-many join)"))
+    missing = [k for k in key if outputs and k.lower() not in outputs]
+    if not key or missing:
+        found.append(Problem(f"{kind} cannot be published: " + (
+            f"its unique_key names column(s) {', '.join(missing)}, which it does not output" if missing
+            else "its rows have no unique key among its columns"), model.path, line, code="bad-publish",
+            hint="select the columns of the MV's key (the grain of its one-to-many join)" if model.kind.name == "mv"
+            else "declare the key of its rows: config(unique_key='id')"))
     return found
+
+
+def check_published_tables(manifest: "Manifest") -> None:
+    """``compile``'s checks of every table model's ``publish`` (an mv's are ``check_mvs``'s)."""
+    from ..errors import CompileError
+
+    target = manifest.project.target(manifest.target)
+    problems = [p for m in manifest.models.values() if m.kind.name == "table" and m.kind.publish is not None
+                for p in publish_problems(m, m.kind.unique_key, target)]
+    if problems:
+        raise CompileError(problems)

@@ -1,5 +1,6 @@
-"""``mvflow verify``: a published table against its MV — row counts and a hash of every key's row
-(missing, extra and different keys named) — and ``--repair``: a full publish where they drift."""
+"""``mvflow verify``: a published table against its MV or table model — row counts and a hash of
+every key's row (missing, extra and different keys named) — and ``--repair``: a full publish where
+they drift."""
 
 from __future__ import annotations
 
@@ -21,13 +22,12 @@ SAMPLES = 5
 
 
 def verify_published(spark: "SparkSession", manifest: "Manifest", model: "Model") -> Verdict:
-    from ..kinds.mv.plan import mv_plan
-    from .publisher import mv_rows, published_name
+    from .publisher import published_name, source_rows
     from .stores import open_store
 
     spec = model.kind.publish
     qualified = published_name(spec, model.name)
-    rows, table = mv_rows(spark, model, mv_plan(model, manifest), qualified)
+    rows, table = source_rows(spark, manifest, model, qualified)
     verdict = Verdict(f"{model.name} published", f"{spec.to}.{qualified}", table.key)
     store = open_store(manifest.project.target(manifest.target), spec.to)
     if not store.exists(table):

@@ -166,28 +166,12 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
     except Exception as exc:  # noqa: BLE001 - one failing model must not stop the others
         result.status = "error"
         result.message = _spark_message(exc)
-    if result.status == "success" and getattr(model.kind, "publish", None) is not None:
-        _publish(spark, manifest, model, store, result, holder, phase, echo, now)
+    if result.status == "success" and model.kind.publish is not None:
+        from ...publish.publisher import publish_after, publish_mv
+
+        publish_after(result, lambda: publish_mv(spark, manifest, model, store, holder=holder, phase=phase, echo=echo, now=now))
     result.seconds = time.monotonic() - started
     return result
-
-
-def _publish(spark, manifest: "Manifest", model: "Model", store: StateStore, result: "Result", holder: str | None,
-             phase: PhaseHook, echo: Callable[[str], None], now: Callable[[], datetime]) -> None:
-    """After the MV's batches (or none): bring its serving store's table up to its last batch
-    (``compiler.publish``); a failed publish fails the model's result, the MV's batch stays committed."""
-    from ...publish.decisions import NOTHING
-    from ...publish.publisher import publish_mv
-    from ...run import _spark_message
-
-    try:
-        publication = publish_mv(spark, manifest, model, store, holder=holder, phase=phase, echo=echo, now=now)
-    except Exception as exc:  # noqa: BLE001 - reported as the model's error; the next run publishes again
-        result.status = "error"
-        result.message = f"{result.message}; publishing failed: {_spark_message(exc)}"
-        return
-    if publication.action.what != NOTHING:
-        result.message = f"{result.message}; {publication.words()}"
 
 
 def waiting_words(plan: MvPlan, kind: MvKind, spec: watch.Spec, store: StateStore, now: datetime,
