@@ -42,11 +42,13 @@ TICKETS = ("id,owner,state,updated_at\n1,ann,closed,2024-01-02 10:00:00\n2,bea,o
 
 
 def dbt_conf(work: Path) -> dict[str, str]:
+    """dbt's session: Delta, its own warehouse, and the settings for a few rows every mvflow process
+    of the tests has (``processes.TINY_CONF``): the mvflow processes of a profile read them too."""
     from compiler.delta_jars import delta_jars, delta_session_conf
+    from processes import TINY_CONF
 
     return {**delta_session_conf(delta_jars()), "spark.sql.warehouse.dir": str(work / "warehouse"),
-            "spark.driver.memory": "1g", "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
-            "spark.sql.session.timeZone": "UTC"}
+            "spark.driver.memory": "1g", "spark.ui.enabled": "false", "spark.sql.session.timeZone": "UTC", **TINY_CONF}
 
 
 @pytest.fixture(scope="module")
