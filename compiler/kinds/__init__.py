@@ -67,12 +67,16 @@ def create_kind(config: Mapping[str, Any]) -> Kind:
     ... except KindError as exc:
     ...     print([str(e) for e in exc.errors])
     ["unknown config key for kind 'fact': size", 'maxstep must be a positive number, got 0', "invalid delay 'soon'"]
+    >>> create_kind({"materialized": "seed", "publish": {"to": "app"}})
+    Traceback (most recent call last):
+    ...
+    compiler.kinds.base.KindError: unknown config key for kind 'seed': publish
     """
     name = config.get("materialized", "view")
     cls = KINDS.get(name)
     if cls is None:
         raise KindError(f"unknown materialized={name!r}", "valid kinds: " + ", ".join(KINDS), "unknown-kind")
-    own = {f.name for f in fields(cls)}
+    own = {f.name for f in fields(cls)} - cls.not_config
     aliases = {alias: name for alias, name in _DURATIONS.items() if name in own}
     allowed = COMMON_KEYS | own | set(aliases)
     valid = "valid keys: " + ", ".join(sorted(allowed - set(_DURATIONS.values())))
@@ -105,7 +109,7 @@ def config_keys(name: str) -> frozenset[str] | None:
     cls = KINDS.get(name)
     if cls is None:
         return None
-    own = {f.name for f in fields(cls)}
+    own = {f.name for f in fields(cls)} - cls.not_config
     return frozenset(COMMON_KEYS | own | {alias for alias, field_name in _DURATIONS.items() if field_name in own})
 
 

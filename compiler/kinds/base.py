@@ -59,6 +59,8 @@ class ModelKind:
     run_folder: ClassVar[bool] = False
     #: integer fields for which 0 is a valid value (others must be positive)
     zero_ok: ClassVar[frozenset[str]] = frozenset()
+    #: fields inherited from the kind it extends that it does not take as config
+    not_config: ClassVar[frozenset[str]] = frozenset()
 
     @property
     def is_incremental(self) -> bool:

@@ -42,6 +42,7 @@ class SeedKind(TableKind):
     """A CSV file loaded into a table (built as a ``table`` model is)."""
 
     name: ClassVar[str] = "seed"
+    not_config: ClassVar[frozenset[str]] = frozenset({"publish"})  # `mvflow seed` loads it: nothing publishes it
     column_types: tuple[tuple[str, str], ...] = ()  # (column, Spark SQL type) pairs overriding the inferred types
     quote_columns: bool = False  # accepted for dbt projects: Spark names are quoted where they need it anyway
     delimiter: str = ","
