@@ -6,11 +6,12 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 mvflow() { echo; echo "\$ mvflow $*"; .venv/bin/mvflow "$@"; }
 if [ "${PUBLISH:-0}" = 1 ]; then
-  # offers_wide is also published by key to a throwaway PostgreSQL on loopback (docs/publishing.md)
+  # offers_wide is also published by key, shop_stats in full after each build, to a throwaway
+  # PostgreSQL on loopback (docs/publishing.md)
   eval "$(.venv/bin/python tests/pg_server.py start)"
   trap '.venv/bin/python tests/pg_server.py stop "$MVFLOW_PG_BASE"' EXIT
   export MVFLOW_PUBLISH=1
-  echo "PostgreSQL for the published offers_wide on $(echo "$MVFLOW_APP_DSN" | sed 's|.*@||')"
+  echo "PostgreSQL for the published offers_wide and shop_stats on $(echo "$MVFLOW_APP_DSN" | sed 's|.*@||')"
 fi
 mvflow compile
 mvflow demo init --scale "${SCALE:-1}"

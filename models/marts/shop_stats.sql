@@ -1,5 +1,7 @@
-{{ config(materialized='table') }}
--- Offers and average price per shop, rebuilt in full on every run.
+{{ config(materialized='table', unique_key='shop_id',
+          publish=({'to': 'app', 'indexes': [['offers']]} if env_var('MVFLOW_PUBLISH', '') == '1' else none)) }}
+-- Offers and average price per shop, rebuilt in full when an input moved. With MVFLOW_PUBLISH=1 each
+-- build is also published in full to PostgreSQL (docs/publishing.md).
 SELECT
   s.shop_id,
   s.shop_name,
