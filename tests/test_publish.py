@@ -245,9 +245,10 @@ def test_every_spark_type_round_trips(spark, app_dsn):
     assert json.loads(json.dumps(got["pair"])) == want["pair"].asDict()
 
 
-def test_run_publishes_and_status_shows_it_without_the_password(spark, tmp_path, app_dsn, capsys):
+def test_run_publishes_and_status_shows_it_without_the_password(spark, tmp_path, app_dsn, capsys, monkeypatch):
     """``mvflow run`` publishes the MV by key and the table model in full after each build; status,
-    verify and ``verify --repair`` see both."""
+    verify and ``verify --repair`` see both; a run whose store is down fails, and the next run
+    publishes what it built (the table is not built again)."""
     from compiler.cli import main
 
     world = World(spark, tmp_path, models={"wide": PUBLISHED, "shop_offers": SHOP_OFFERS}, project=PROJECT)
@@ -292,7 +293,20 @@ def test_run_publishes_and_status_shows_it_without_the_password(spark, tmp_path,
     assert "published app.public.shop_offers in full (repair asked)" in repaired, repaired
     assert "OK    wide published (app.serving.wide)" in repaired.rsplit("repair asked", 1)[1]
     assert "OK    shop_offers published (app.public.shop_offers)" in repaired.rsplit("repair asked", 1)[1]
-    shown += status + drift + repaired + cli("compile") + cli("docs", "generate")
+    change_some(world, 2)
+    world.flush()
+    port = app_dsn.rsplit(":", 1)[1].split("/", 1)[0]
+    monkeypatch.setenv("MVFLOW_TEST_APP_DSN", app_dsn.replace(f":{port}/", ":1/"))  # nothing listens there
+    down = cli("run", code=1)
+    assert "publishing failed" in down and down.count("cannot connect to PostgreSQL") >= 2, down  # both models
+    monkeypatch.setenv("MVFLOW_TEST_APP_DSN", app_dsn)
+    back = cli("run")
+    assert "up to date" in next(line for line in back.splitlines() if " shop_offers " in line and "OK" in line), back
+    assert "published app.public.shop_offers in full (the table was rebuilt)" in back, back
+    assert "published app.serving.wide by key (batch 3 of the MV)" in back, back
+    assert_published(world, app_dsn, "shop_offers", "public.shop_offers", recompute=False)
+    assert_published(world, app_dsn)
+    shown += status + drift + repaired + down + back + cli("compile") + cli("docs", "generate")
     assert PASSWORD not in shown
     for path in tmp_path.rglob("*"):
         if path.is_file():
