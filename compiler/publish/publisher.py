@@ -142,14 +142,17 @@ def publish_after(result: "Result", publish: Callable[[], Publication]) -> None:
     failed publish fails the model's result (what the model wrote stays: the next run publishes)."""
     from ..run import _spark_message
 
+    def add(words: str) -> None:  # a table's build has no message of its own
+        result.message = f"{result.message}; {words}" if result.message else words
+
     try:
         publication = publish()
     except Exception as exc:  # noqa: BLE001 - reported as the model's error; the next run publishes again
         result.status = "error"
-        result.message = f"{result.message}; publishing failed: {_spark_message(exc)}"
+        add(f"publishing failed: {_spark_message(exc)}")
         return
     if publication.action.what != NOTHING:
-        result.message = f"{result.message}; {publication.words()}"
+        add(publication.words())
 
 
 @contextmanager
