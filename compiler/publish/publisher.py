@@ -89,7 +89,7 @@ def publish_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", stor
         published = target.published(qualified)
         if not repair and up_to_date(published, mv):  # known without Spark
             return Publication(decide(published, mv, None), f"{spec.to}.{qualified}")
-        rows, table = mv_rows(spark, model, plan, qualified)
+        rows, table = model_rows(spark, model, qualified, plan.visible_key)
         added = table.added_columns(published.fingerprint) if published is not None else None
         action = decide(published, mv, table.fingerprint, repair, tuple(c.name for c in added or ()))
         done = Published(action.upto, mv.definition, table.fingerprint, lease.token)
@@ -123,7 +123,7 @@ def publish_table(spark: "SparkSession", manifest: "Manifest", model: "Model", s
         action = decide_table(target.published(qualified), stamp, repair)
         publication = Publication(action, f"{spec.to}.{qualified}")
         if action.what == FULL:
-            rows, table = table_rows(spark, model, qualified)
+            rows, table = model_rows(spark, model, qualified, model.kind.unique_key)
             echo(f"{model.name}: publishing {publication.table} in full ({action.reason})")
             done = Published(0, stamp or "", table.fingerprint, lease.token)
             publication.upserted = _full(target, table, spec, rows, lease, done, model.name, phase)
@@ -168,26 +168,18 @@ def _leased(store: StateStore, store_name: str, qualified: str, holder: str | No
         store.release(lease)
 
 
-def mv_rows(spark: "SparkSession", model: "Model", plan: "MvPlan", qualified: str) -> tuple["DataFrame", Table]:
-    """The MV's rows as readers see them, and the published table they make."""
-    rows = spark.table(model.relation).select(*model.columns)
-    return rows, table_of(rows.schema, qualified, plan.visible_key)
-
-
-def source_rows(spark: "SparkSession", manifest: "Manifest", model: "Model", qualified: str) -> tuple["DataFrame", Table]:
-    """The rows a model publishes (``table_rows`` or ``mv_rows``), and the published table they make."""
+def published_key(manifest: "Manifest", model: "Model") -> tuple[str, ...]:
+    """The published table's key: an mv's unique key among its columns, a table's ``unique_key``."""
     from ..kinds.mv.plan import mv_plan
 
-    if model.kind.name == "table":
-        return table_rows(spark, model, qualified)
-    return mv_rows(spark, model, mv_plan(model, manifest), qualified)
+    return model.kind.unique_key if model.kind.name == "table" else mv_plan(model, manifest).visible_key
 
 
-def table_rows(spark: "SparkSession", model: "Model", qualified: str) -> tuple["DataFrame", Table]:
-    """A table model's rows, and the published table they make (keyed by its ``unique_key``)."""
+def model_rows(spark: "SparkSession", model: "Model", qualified: str, key: tuple[str, ...]) -> tuple["DataFrame", Table]:
+    """The model's rows as readers see them, and the published table they make."""
     rows = spark.table(model.relation)
     rows = rows.select(*model.columns) if model.columns else rows
-    return rows, table_of(rows.schema, qualified, model.kind.unique_key)
+    return rows, table_of(rows.schema, qualified, key)
 
 
 def mv_batch(store: StateStore, topic: str) -> MvBatch:

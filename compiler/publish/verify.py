@@ -22,12 +22,12 @@ SAMPLES = 5
 
 
 def verify_published(spark: "SparkSession", manifest: "Manifest", model: "Model") -> Verdict:
-    from .publisher import published_name, source_rows
+    from .publisher import model_rows, published_key, published_name
     from .stores import open_store
 
     spec = model.kind.publish
     qualified = published_name(spec, model.name)
-    rows, table = source_rows(spark, manifest, model, qualified)
+    rows, table = model_rows(spark, model, qualified, published_key(manifest, model))
     verdict = Verdict(f"{model.name} published", f"{spec.to}.{qualified}", table.key)
     store = open_store(manifest.project.target(manifest.target), spec.to)
     if not store.exists(table):
