@@ -14,7 +14,7 @@ import pytest
 
 from compiler.phases import PUBLISH_PHASES, Crash, crash_at
 from compiler.publish.postgres import Fenced, PostgresStore
-from compiler.publish.publisher import publish_mv, publish_topic
+from compiler.publish.publisher import publish_mv
 from compiler.state import LeaseHeld
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
@@ -138,6 +138,9 @@ def test_a_crash_in_a_full_publish_leaves_readers_the_old_table(world, app_dsn):
     """A full publish (forced by ``repair``; a rebuilt MV's is ``test_a_changed_definition…`` and the
     slow CLI kill at ``publish:loaded``) crashed at each of its phases, then new changes, then the redo."""
     publish(world)
+    with psycopg.connect(app_dsn, autocommit=True) as db:  # an application's role: its grant outlives the swaps
+        db.execute("DO $$ BEGIN CREATE ROLE mvflow_reader; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+        db.execute("GRANT SELECT ON serving.wide TO mvflow_reader")
     for n, phase in enumerate(FULL_CRASHES, start=1):
         before = published_rows(app_dsn)
         change_some(world, 2 * n)
@@ -152,26 +155,38 @@ def test_a_crash_in_a_full_publish_leaves_readers_the_old_table(world, app_dsn):
         assert_published(world, app_dsn)
         with psycopg.connect(app_dsn) as db:  # the crashed publish's fresh table dropped with the batch
             assert db.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'serving'").fetchone()[0] == 1
+            assert db.execute("SELECT has_table_privilege('mvflow_reader', 'serving.wide', 'SELECT')").fetchone()[0]
 
 
 def test_a_second_publisher_is_refused(world, app_dsn):
+    """A publish holds the MV's own lease (its refresh and its publish are one job): while another
+    runner holds it, the publish is refused; once a newer lease published, the older token is fenced."""
     from datetime import datetime, timezone
 
     publish(world)
-    topic = publish_topic("app", "serving.wide")
-    held = world.store.acquire(topic, "other-runner", 60, datetime.now(timezone.utc))
+    change_some(world, 1)
+    world.refresh()
+    held = world.store.acquire("wide", "other-runner", 60, datetime.now(timezone.utc))
     with pytest.raises(LeaseHeld):
         publish(world)
     world.store.release(held)
-    change_some(world, 1)
-    world.refresh()
     assert publish(world).action.what == "keys"  # written with a newer token: the other runner's is stale
     store = PostgresStore("app", app_dsn)
     from compiler.publish.schema import Column, Table
 
     table = Table("serving", "wide", (Column("id", "bigint"),), ("id",))
     with pytest.raises(Fenced):
-        store.upsert_chunk(table, [], [(1,)], token=held.token, done=None, mv="wide")
+        store.upsert_chunk(table, [], [(1,)], held, done=None, mv="wide")
+    assert_published(world, app_dsn)
+    # a row written before the lease's topic was recorded (by a publish lease of its own): its token,
+    # of another topic, does not fence the MV's lease
+    with psycopg.connect(app_dsn) as db:
+        db.execute("UPDATE mvflow_published SET lease = '', token = 1000000")
+    change_some(world, 2)
+    world.refresh()
+    assert publish(world).action.what == "keys"
+    with psycopg.connect(app_dsn) as db:
+        assert db.execute("SELECT lease, token < 1000000 FROM mvflow_published").fetchone() == ("wide", True)
     assert_published(world, app_dsn)
 
 
@@ -216,6 +231,7 @@ def test_every_spark_type_round_trips(spark, app_dsn):
 
     from compiler.publish.decisions import Published
     from compiler.publish.schema import table_of
+    from compiler.state import Lease
 
     rows = spark.sql("""
         SELECT CAST(1 AS BIGINT) AS id, CAST(7 AS INT) AS n, CAST(3 AS SMALLINT) AS s, CAST(2 AS TINYINT) AS b,
@@ -228,10 +244,11 @@ def test_every_spark_type_round_trips(spark, app_dsn):
     """)
     table = table_of(rows.schema, "serving.types", ("id",))
     store = PostgresStore("app", app_dsn)
-    store.create_new(table, token=1)
-    store.load_new(table, [tuple(r) for r in rows.collect()], token=1)
-    store.index_new(table, (), token=1)
-    store.swap_in(table, (), token=1, mv="types", done=Published(1, "d", table.fingerprint, 1))
+    lease = Lease("types", "test", 1, dt.datetime.now(dt.timezone.utc))
+    store.create_new(table, lease)
+    store.load_new(table, [tuple(r) for r in rows.collect()], lease)
+    store.index_new(table, (), lease)
+    store.swap_in(table, (), lease, mv="types", done=Published(1, "d", table.fingerprint, 1, lease="types"))
     with psycopg.connect(app_dsn) as db:
         [got] = db.execute("SELECT * FROM serving.types").fetchall()
     want = rows.collect()[0]

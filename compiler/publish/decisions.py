@@ -45,6 +45,7 @@ class Published:
     fingerprint: str  # the published table's columns, types and key (``schema.Table.fingerprint``)
     token: int = 0
     rows: int = 0
+    lease: str = ""  # the state-store topic whose lease ``token`` is of (tokens of other topics do not compare)
 
 
 @dataclass(frozen=True)

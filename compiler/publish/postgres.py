@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator
 
 from ..errors import Problem, RunError
+from ..state import Lease
 from .decisions import Published
 from .schema import Column, Table, copy_value, index_name, quote
 
@@ -38,12 +39,14 @@ class PostgresStore:
             db.execute(f"""CREATE TABLE IF NOT EXISTS {OFFSETS} (tbl TEXT PRIMARY KEY, mv TEXT NOT NULL,
                 batch BIGINT NOT NULL, definition TEXT NOT NULL, fingerprint TEXT NOT NULL, token BIGINT NOT NULL,
                 rows BIGINT NOT NULL, published_at TIMESTAMPTZ NOT NULL)""")
+            # the topic whose lease wrote the row (a store written before it was recorded has '')
+            db.execute(f"ALTER TABLE {OFFSETS} ADD COLUMN IF NOT EXISTS lease TEXT NOT NULL DEFAULT ''")
 
     # -- reading -------------------------------------------------------------------------
     def published(self, table: str) -> Published | None:
         """What ``schema.name`` holds (None: never published in full)."""
         with self._transaction() as db:
-            row = db.execute(f"SELECT batch, definition, fingerprint, token, rows FROM {OFFSETS} WHERE tbl = %s",
+            row = db.execute(f"SELECT batch, definition, fingerprint, token, rows, lease FROM {OFFSETS} WHERE tbl = %s",
                              (table,)).fetchone()
         return Published(*row) if row and row[0] >= 0 else None
 
@@ -60,13 +63,13 @@ class PostgresStore:
             return db.execute("SELECT to_regclass(%s) IS NOT NULL", (table.qualified,)).fetchone()[0]
 
     # -- by key --------------------------------------------------------------------------
-    def upsert_chunk(self, table: Table, rows: list[tuple], gone: list[tuple], token: int, done: Published | None,
+    def upsert_chunk(self, table: Table, rows: list[tuple], gone: list[tuple], lease: Lease, done: Published | None,
                      mv: str) -> None:
         """One chunk in one transaction: ``rows`` upserted, the keys ``gone`` deleted; ``done``: the
         offsets row written with them (the batch's last chunk)."""
         key = ", ".join(map(quote, table.key))
         with self._transaction() as db:
-            self._fence(db, table, token)
+            self._fence(db, table, lease)
             db.execute(f"CREATE TEMP TABLE mvflow_stage (LIKE {table.qualified}) ON COMMIT DROP")
             self._copy(db, "mvflow_stage", table, rows)
             self._delete(db, table, gone)
@@ -78,7 +81,7 @@ class PostgresStore:
                 db.execute(f"DROP TABLE IF EXISTS {table.named(table.name + NEW)}")  # a crashed full publish's
                 self._record(db, table, mv, done)
 
-    def replace_rows(self, table: Table, added: tuple[Column, ...], rows: Iterable[tuple], token: int, mv: str,
+    def replace_rows(self, table: Table, added: tuple[Column, ...], rows: Iterable[tuple], lease: Lease, mv: str,
                      done: Published) -> int:
         """Every row of the MV into the table readers have, in one transaction: ``added`` columns
         first (``ALTER TABLE … ADD COLUMN``), then the keys the MV no longer holds deleted and the
@@ -86,7 +89,7 @@ class PostgresStore:
         key = ", ".join(map(quote, table.key))
         others = [quote(c.name) for c in table.columns if c.name not in table.key]
         with self._transaction() as db:
-            self._fence(db, table, token)
+            self._fence(db, table, lease)
             for column in added:  # nullable: the rows already there get theirs below
                 db.execute(f"ALTER TABLE {table.qualified} ADD COLUMN {quote(column.name)} {column.type}")
             db.execute(f"CREATE TEMP TABLE mvflow_stage (LIKE {table.qualified}) ON COMMIT DROP")
@@ -119,33 +122,35 @@ class PostgresStore:
             db.execute(f"DELETE FROM {table.qualified} WHERE {where}", [v for v in values if v is not None])
 
     # -- full ----------------------------------------------------------------------------
-    def create_new(self, table: Table, token: int) -> None:
+    def create_new(self, table: Table, lease: Lease) -> None:
         with self._transaction() as db:
-            self._fence(db, table, token)
+            self._fence(db, table, lease)
             db.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(table.schema)}")
             db.execute(f"DROP TABLE IF EXISTS {table.named(table.name + NEW)}")
             db.execute(table.create_sql(table.name + NEW))
 
-    def load_new(self, table: Table, rows: list[tuple], token: int) -> None:
+    def load_new(self, table: Table, rows: list[tuple], lease: Lease) -> None:
         with self._transaction() as db:
-            self._fence(db, table, token)
+            self._fence(db, table, lease)
             self._copy(db, table.named(table.name + NEW), table, rows)
 
-    def index_new(self, table: Table, indexes: tuple[tuple[str, ...], ...], token: int) -> None:
+    def index_new(self, table: Table, indexes: tuple[tuple[str, ...], ...], lease: Lease) -> None:
         new = table.name + NEW
         with self._transaction() as db:
-            self._fence(db, table, token)
+            self._fence(db, table, lease)
             db.execute(table.key_sql(new))
             for statement in table.index_sql(new, indexes):
                 db.execute(statement)
             db.execute(f"ANALYZE {table.named(new)}")
 
-    def swap_in(self, table: Table, indexes: tuple[tuple[str, ...], ...], token: int, mv: str, done: Published) -> None:
+    def swap_in(self, table: Table, indexes: tuple[tuple[str, ...], ...], lease: Lease, mv: str, done: Published) -> None:
         """The fresh table becomes the published one in one transaction: readers see the old rows
         or the new ones, never a half-built table."""
         new = table.name + NEW
         with self._transaction() as db:
-            self._fence(db, table, token)
+            self._fence(db, table, lease)
+            for statement in _grants(db, table, table.named(new)):  # what readers were granted, kept
+                db.execute(statement)
             db.execute(f"DROP TABLE IF EXISTS {table.qualified}")
             db.execute(f"ALTER TABLE {table.named(new)} RENAME TO {quote(table.name)}")
             db.execute(f"ALTER TABLE {table.qualified} RENAME CONSTRAINT {quote(new + '_key')} TO {quote(table.name + '_key')}")
@@ -155,20 +160,22 @@ class PostgresStore:
             self._record(db, table, mv, done)
 
     # -- helpers -------------------------------------------------------------------------
-    def _fence(self, db: Any, table: Table, token: int) -> None:
-        db.execute(f"INSERT INTO {OFFSETS} VALUES (%s, '', -1, '', '', 0, 0, %s) ON CONFLICT (tbl) DO NOTHING",
-                   (_name(table), datetime.now(timezone.utc)))
-        held = db.execute(f"SELECT token FROM {OFFSETS} WHERE tbl = %s FOR UPDATE", (_name(table),)).fetchone()[0]
-        if held > token:
-            raise Fenced(Problem(f"store '{self.name}': {_name(table)} was published by a newer publisher (lease token "
-                                 f"{held} > {token}): this one stops", code="fenced",
-                                 hint="another runner holds the MV's publish now; nothing to do here"))
+    def _fence(self, db: Any, table: Table, lease: Lease) -> None:
+        """Lock the table's offsets row; refuse a lease older than the one of the same topic that wrote it
+        (tokens of different topics do not compare: a row written before mvflow recorded the topic has '')."""
+        db.execute(f"INSERT INTO {OFFSETS} VALUES (%s, '', -1, '', '', 0, 0, %s, %s) ON CONFLICT (tbl) DO NOTHING",
+                   (_name(table), datetime.now(timezone.utc), lease.topic))
+        held, topic = db.execute(f"SELECT token, lease FROM {OFFSETS} WHERE tbl = %s FOR UPDATE", (_name(table),)).fetchone()
+        if topic == lease.topic and held > lease.token:
+            raise Fenced(Problem(f"store '{self.name}': {_name(table)} was published by a newer publisher (lease "
+                                 f"'{lease.topic}', token {held} > {lease.token}): this one stops", code="fenced",
+                                 hint="another runner holds the MV's lease now and publishes it; nothing to do here"))
 
     def _record(self, db: Any, table: Table, mv: str, done: Published) -> None:
         db.execute(f"""UPDATE {OFFSETS} SET mv = %s, batch = %s, definition = %s, fingerprint = %s, token = %s,
-                       rows = (SELECT count(*) FROM {table.qualified}), published_at = %s WHERE tbl = %s""",
+                       rows = (SELECT count(*) FROM {table.qualified}), published_at = %s, lease = %s WHERE tbl = %s""",
                    (mv, done.batch, done.definition, done.fingerprint, done.token, datetime.now(timezone.utc),
-                    _name(table)))
+                    done.lease, _name(table)))
 
     def _copy(self, db: Any, target: str, table: Table, rows: Iterable[tuple]) -> int:
         columns = ", ".join(quote(c.name) for c in table.columns)
@@ -200,6 +207,19 @@ class PostgresStore:
                                    code="store-error", hint=hint + ": nothing of this transaction was written")) from None
         finally:
             db.close()
+
+
+def _grants(db: Any, table: Table, new: str) -> list[str]:
+    """The GRANTs that give ``new`` the privileges others hold on the published table (its owner's
+    are the owner's anyway; PUBLIC's too)."""
+    rows = db.execute("""SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END,
+                                a.privilege_type, a.is_grantable
+                         FROM pg_class AS c CROSS JOIN LATERAL aclexplode(c.relacl) AS a
+                         LEFT JOIN pg_roles AS r ON r.oid = a.grantee
+                         WHERE c.oid = to_regclass(%s) AND a.grantee <> c.relowner
+                         ORDER BY 1, 2""", (table.qualified,)).fetchall()
+    return [f"GRANT {privilege} ON {new} TO {grantee}{' WITH GRANT OPTION' if grantable else ''}"
+            for grantee, privilege, grantable in rows]
 
 
 def _delete_missing(table: Table) -> list[str]:

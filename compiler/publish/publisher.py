@@ -68,15 +68,23 @@ def published_name(spec, model_name: str) -> str:
 
 
 def publish_topic(store_name: str, table: str) -> str:
-    """The state-store topic whose lease a publisher of ``table`` holds (its token fences the store's writes)."""
+    """The state-store topic whose lease a publisher of a table model's ``table`` holds (an MV's
+    publisher holds the MV's own lease: its refresh and its publish are one job)."""
     return f"publish:{store_name}.{table}"
+
+
+def lease_topic(model: "Model", store_name: str, table: str) -> str:
+    """The topic whose lease a publisher of ``model`` holds: an MV's own, a table model's ``publish_topic``."""
+    return publish_topic(store_name, table) if model.kind.name == "table" else model.name
 
 
 def publish_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: StateStore, repair: bool = False,
                holder: str | None = None, phase: PhaseHook = no_phase, echo: Callable[[str], None] = lambda _: None,
                now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
-               lease_seconds: float = LEASE_SECONDS) -> Publication:
-    """Publish ``model`` (an mv with ``config(publish=...)``) up to its last committed batch."""
+               lease_seconds: float = LEASE_SECONDS, lease: Lease | None = None) -> Publication:
+    """Publish ``model`` (an mv with ``config(publish=...)``) up to its last committed batch, under
+    the MV topic's lease: ``lease`` when the caller holds it (``run_mv``, from the refresh on), else
+    taken here. Its token fences every write to the store."""
     from ..kinds.mv.plan import mv_plan
 
     spec = model.kind.publish
@@ -84,22 +92,24 @@ def publish_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", stor
     target = open_store(manifest.project.target(manifest.target), spec.to)
     qualified = published_name(spec, model.name)
     started = time.monotonic()
-    with _leased(store, spec.to, qualified, holder, now, lease_seconds, phase) as lease:
-        mv = mv_batch(store, plan.topic())
-        published = target.published(qualified)
-        if not repair and up_to_date(published, mv):  # known without Spark
+    mv, published = mv_batch(store, plan.topic()), target.published(qualified)
+    if not repair and up_to_date(published, mv):  # known without a lease or Spark
+        return Publication(decide(published, mv, None), f"{spec.to}.{qualified}")
+    with _leased(store, plan.topic(), lease, holder, now, lease_seconds, phase) as lease:
+        mv, published = mv_batch(store, plan.topic()), target.published(qualified)  # again, under the lease
+        if not repair and up_to_date(published, mv):
             return Publication(decide(published, mv, None), f"{spec.to}.{qualified}")
         rows, table = model_rows(spark, model, qualified, plan.visible_key)
         added = table.added_columns(published.fingerprint) if published is not None else None
         action = decide(published, mv, table.fingerprint, repair, tuple(c.name for c in added or ()))
-        done = Published(action.upto, mv.definition, table.fingerprint, lease.token)
+        done = Published(action.upto, mv.definition, table.fingerprint, lease.token, lease=lease.topic)
         publication = Publication(action, f"{spec.to}.{qualified}")
         if action.what == FULL:
             echo(f"{model.name}: publishing {publication.table} in full ({action.reason})")
             publication.upserted = _full(target, table, spec, rows, lease, done, model.name, phase)
         elif action.what == REPLACE:
             echo(f"{model.name}: publishing every row into {publication.table} ({action.reason})")
-            publication.upserted = target.replace_rows(table, added, _local(rows), lease.token, model.name, done)
+            publication.upserted = target.replace_rows(table, added, _local(rows), lease, model.name, done)
         elif action.what == KEYS:
             _by_key(spark, target, table, spec, rows, plan, action, lease, done, model.name, phase, publication)
         publication.seconds = time.monotonic() - started
@@ -118,14 +128,14 @@ def publish_table(spark: "SparkSession", manifest: "Manifest", model: "Model", s
     target = open_store(manifest.project.target(manifest.target), spec.to)
     qualified = published_name(spec, model.name)
     started = time.monotonic()
-    with _leased(store, spec.to, qualified, holder, now, lease_seconds, phase) as lease:
+    with _leased(store, publish_topic(spec.to, qualified), None, holder, now, lease_seconds, phase) as lease:
         stamp = build_stamp(store, manifest, model)
         action = decide_table(target.published(qualified), stamp, repair)
         publication = Publication(action, f"{spec.to}.{qualified}")
         if action.what == FULL:
             rows, table = model_rows(spark, model, qualified, model.kind.unique_key)
             echo(f"{model.name}: publishing {publication.table} in full ({action.reason})")
-            done = Published(0, stamp or "", table.fingerprint, lease.token)
+            done = Published(0, stamp or "", table.fingerprint, lease.token, lease=lease.topic)
             publication.upserted = _full(target, table, spec, rows, lease, done, model.name, phase)
         publication.seconds = time.monotonic() - started
         return publication
@@ -156,16 +166,18 @@ def publish_after(result: "Result", publish: Callable[[], Publication]) -> None:
 
 
 @contextmanager
-def _leased(store: StateStore, store_name: str, qualified: str, holder: str | None, now: Callable[[], datetime],
+def _leased(store: StateStore, topic: str, held: Lease | None, holder: str | None, now: Callable[[], datetime],
             lease_seconds: float, phase: PhaseHook) -> Iterator[Lease]:
-    """The publisher's lease of the table, kept alive while it works; its token fences the store's writes."""
-    lease = store.acquire(publish_topic(store_name, qualified), holder or default_holder(), lease_seconds, now())
+    """The lease of ``topic`` (``held`` if the caller has it, else taken and released here), kept
+    alive while the publish works; its token fences the store's writes."""
+    lease = held or store.acquire(topic, holder or default_holder(), lease_seconds, now())
     try:
         phase("publish:leased")
         with kept(store, lambda: [lease], lease_seconds, now):
             yield lease
     finally:
-        store.release(lease)
+        if held is None:
+            store.release(lease)
 
 
 def published_key(manifest: "Manifest", model: "Model") -> tuple[str, ...]:
@@ -195,15 +207,15 @@ def mv_batch(store: StateStore, topic: str) -> MvBatch:
 
 def _full(target, table: Table, spec, rows: "DataFrame", lease: Lease, done: Published, mv: str,
           phase: PhaseHook) -> int:
-    target.create_new(table, lease.token)
+    target.create_new(table, lease)
     count = 0
     for chunk in _chunks(_local(rows), spec.chunk_rows):
-        target.load_new(table, chunk, lease.token)
+        target.load_new(table, chunk, lease)
         count += len(chunk)
     phase("publish:loaded")
-    target.index_new(table, spec.indexes, lease.token)
+    target.index_new(table, spec.indexes, lease)
     phase("publish:indexed")
-    target.swap_in(table, spec.indexes, lease.token, mv, done)
+    target.swap_in(table, spec.indexes, lease, mv, done)
     phase("publish:swapped")
     return count
 
@@ -229,7 +241,7 @@ def _by_key(spark, target, table: Table, spec, rows: "DataFrame", plan: "MvPlan"
         gone = [tuple(r[k] for k in key) for r in chunk if not r["_mvflow_found"]]
         publication.upserted += len(upserts)
         publication.deleted += len(gone)
-        target.upsert_chunk(table, upserts, gone, lease.token, done if last else None, mv)
+        target.upsert_chunk(table, upserts, gone, lease, done if last else None, mv)
         publication.chunks += 1
         phase("publish:chunk-committed")
 

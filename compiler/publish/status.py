@@ -63,7 +63,7 @@ def published_statuses(manifest: "Manifest", store: "StateStore", names: set[str
     from ..kinds.unchanged import build_stamp
     from ..status import holder_words
     from .decisions import NOTHING, decide_table
-    from .publisher import mv_batch, publish_topic, published_name
+    from .publisher import lease_topic, mv_batch, published_name
     from .stores import open_store
 
     target = manifest.project.target(manifest.target)
@@ -84,7 +84,7 @@ def published_statuses(manifest: "Manifest", store: "StateStore", names: set[str
         except RunError as exc:
             found.append(PublishedStatus(name, shown, None, batch, problem=str(exc)))
             continue
-        lease = store.get(publish_topic(spec.to, table))
+        lease = store.get(lease_topic(model, spec.to, table))
         holder = holder_words(lease.hostid, lease.lease_expires) if lease and lease.held_at(now) else "-"
         behind = model.kind.name == "table" and published is not None \
             and decide_table(published, build_stamp(store, manifest, model)).what != NOTHING

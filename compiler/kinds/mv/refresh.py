@@ -141,6 +141,8 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
 
     started = time.monotonic()
     result = Result(model.name, "mv", "success", started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    leasing = {"holder": holder or default_holder(), "lease_seconds": lease_seconds, "now": now, "phase": phase, "echo": echo}
+    lease = None
     try:
         plan = mv_plan(model, manifest)
         spec = watch_spec(plan, _watched_definition(plan, derived(manifest, model)))
@@ -149,13 +151,14 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
             result.rows = 0
             result.message = waiting
         else:
+            # The MV's lease is held from the refresh through its publish: one job, one fencing token
+            lease = store.acquire(plan.topic(), leasing["holder"], lease_seconds, now())
             observed = watch.observe(spark, store, spec)
-            leasing = {"holder": holder, "lease_seconds": lease_seconds, "now": now, "phase": phase, "echo": echo}
-            outcomes = [refresh_mv(spark, manifest, model, store, full_refresh=full_refresh, **leasing)]
+            outcomes = [refresh_mv(spark, manifest, model, store, full_refresh=full_refresh, lease=lease, **leasing)]
             # A redo covers only the ranges planned before the crash: what landed since is the next
             # batch's, whose ranges reach what its own probe sees.
             if not outcomes[0].covered:
-                outcomes.append(refresh_mv(spark, manifest, model, store, **leasing))
+                outcomes.append(refresh_mv(spark, manifest, model, store, lease=lease, **leasing))
             if outcomes[-1].covered:  # a watch may only claim what the batches read
                 watch.record(spark, store, spec, observed)
             result.rows = sum(o.rows if o.mode == "build" else o.affected for o in outcomes)
@@ -163,13 +166,16 @@ def run_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: S
             decided = [o.decision for o in outcomes if o.decision is not None]
             if decided:
                 result.strategy, result.estimates = decided[-1].strategy, decided[-1].to_dict()
+        if model.kind.publish is not None:
+            from ...publish.publisher import publish_after, publish_mv
+
+            publish_after(result, lambda: publish_mv(spark, manifest, model, store, lease=lease, **leasing))
     except Exception as exc:  # noqa: BLE001 - one failing model must not stop the others
         result.status = "error"
         result.message = _spark_message(exc)
-    if result.status == "success" and model.kind.publish is not None:
-        from ...publish.publisher import publish_after, publish_mv
-
-        publish_after(result, lambda: publish_mv(spark, manifest, model, store, holder=holder, phase=phase, echo=echo, now=now))
+    finally:
+        if lease is not None:
+            store.release(lease)
     result.seconds = time.monotonic() - started
     return result
 
@@ -277,14 +283,17 @@ def _kind(kind: object) -> MvKind:
 def refresh_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", store: StateStore,
                full_refresh: bool = False, holder: str | None = None, lease_seconds: float = LEASE_SECONDS,
                now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
-               phase: PhaseHook = no_phase, echo: Callable[[str], None] = lambda _: None) -> Outcome:
+               phase: PhaseHook = no_phase, echo: Callable[[str], None] = lambda _: None,
+               lease: Lease | None = None) -> Outcome:
     """One refresh of an MV: a full build on the first run, on ``full_refresh``, on a changed
     definition or past the fan-out guard; otherwise a key-driven batch. ``phase`` is called at
-    every point of ``compiler.phases.MV_PHASES`` the batch passes (tests crash it there)."""
+    every point of ``compiler.phases.MV_PHASES`` the batch passes (tests crash it there).
+    ``lease``: the MV topic's lease, held by the caller (``run_mv``: through the publish too);
+    without it the refresh takes and releases its own."""
     plan = mv_plan(model, manifest)
     run = _Refresh(spark, plan, derived(manifest, model), store, holder or default_holder(), now, phase, echo, model.kind)
     run.lease_seconds = lease_seconds
-    return run.execute(full_refresh)
+    return run.execute(full_refresh, lease)
 
 
 class _Refresh:
@@ -313,8 +322,9 @@ class _Refresh:
         self.storage = storage_for(self)
 
     # -- orchestration -------------------------------------------------------------------
-    def execute(self, full_refresh: bool) -> Outcome:
-        self.leases[self.plan.topic()] = self.store.acquire(self.plan.topic(), self.holder, self.lease_seconds, self.now())
+    def execute(self, full_refresh: bool, lease: Lease | None = None) -> Outcome:
+        own = lease or self.store.acquire(self.plan.topic(), self.holder, self.lease_seconds, self.now())
+        self.leases[self.plan.topic()] = own
         try:
             for input_id in self.plan.inputs:
                 topic = self.plan.topic(input_id)
@@ -325,8 +335,9 @@ class _Refresh:
         finally:
             self._adaptive(True)  # the target's setting back
             self._drop_views()
-            for lease in self.leases.values():
-                self.store.release(lease)
+            for held in self.leases.values():
+                if held is not lease:  # the caller's is released by the caller
+                    self.store.release(held)
 
     def _batch(self, full_refresh: bool) -> Outcome:
         self.started = time.monotonic()
