@@ -343,7 +343,7 @@ class World:
         if want != got:
             raise AssertionError(f"{self.verdict(name).format()}\nonly recomputed: {want - got}\nonly stored: {got - want}")
         queries = derived(self.manifest, model).queries if model.kind.name == "mv" else {}
-        if "batch_rows" in queries or "count_base" in queries:  # grouped: Delta's groups counted by batch, parquet's by build
+        if "count_groups" in queries or "count_base" in queries:  # grouped: Delta's groups counted by batch, parquet's by build
             state = MvState.parse(self.store.get(name).state)
             if not state.slot or not state.delta_rows:
                 assert state.groups == got.total(), state

@@ -91,11 +91,14 @@ def _derive_delta(plan: MvPlan, q: dict[str, str]) -> None:
     q["deletion_vectors"] = f"ALTER TABLE {table} SET {properties_clause(DELTA_PROPERTIES)}"
     # a changed cluster_by: a metadata-only commit, then "optimize" clusters the files (rows stay)
     q["cluster_by"] = f"ALTER TABLE {table} {cluster_clause(plan.cluster_by)}"
-    if plan.grouped:  # the batch's rows come in as a DataFrame observed on the way: the groups it adds and removes
-        q["batch_rows"] = pretty(delta_query(plan, batch=False, counted=True))
+    # The MERGE's source, the batch's rows, comes in as a DataFrame: checkpointed by its first read
+    # (a MERGE reads its source twice), or, of a GROUP BY MV, observed on the way (the groups it adds
+    # and removes)
+    q["merge_rows"] = pretty(delta_query(plan, batch=False, counted=plan.grouped is not None))
+    if plan.grouped:
         q["count_groups"] = pretty(exp.select(exp.alias_(exp.func("COUNT", exp.Star()), "groups"))
                                    .from_(aliased_table(table, "t")).where(group_rows(plan, "t")))
-    q["merge"] = merge_statement(plan, "{rows}" if plan.grouped else "")
+    q["merge"] = merge_statement(plan)
     # Delta's parser takes a literal only here: the runner binds the version into the text (bind_literal).
     q["restore"] = f"RESTORE TABLE {table} TO VERSION AS OF :version"
     q["optimize"] = f"OPTIMIZE {table}"

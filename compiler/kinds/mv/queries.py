@@ -427,15 +427,17 @@ def _replaced_keys(plan: MvPlan) -> exp.Query:
     return exp.union(members, groups, distinct=True)
 
 
-def merge_statement(plan: MvPlan, source: str = "") -> str:
+def merge_statement(plan: MvPlan) -> str:
     """A Delta MV's batch: one MERGE of the recomputed rows and tombstones of the affected keys
-    (columns listed, so the tombstone flag is not written).
+    (``delta_query``, passed in as the DataFrame ``{rows}``; columns listed, so the tombstone flag is
+    not written).
 
     >>> from compiler.kinds.mv.plan import plan_from_sql
     >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
     ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))}, table_format="delta")
-    >>> print(merge_statement(plan).splitlines()[0])
+    >>> print(*merge_statement(plan).splitlines()[:2], sep=chr(10))
     MERGE INTO db.mv__mvflow_rows AS t
+    USING {rows} AS s
     >>> print(*merge_statement(plan).splitlines()[-6:], sep=chr(10))
     ON t.id <=> s.id
     WHEN MATCHED AND s._mvflow_deleted THEN DELETE
@@ -446,8 +448,7 @@ def merge_statement(plan: MvPlan, source: str = "") -> str:
     """
     on = " AND ".join(f"t.{k} <=> s.{k}" for k in plan.key)
     others = [c for c in plan.all_columns if c not in plan.key]
-    source = source or "(\n" + "\n".join("  " + line for line in pretty(delta_query(plan, batch=False)).splitlines()) + "\n)"
-    lines = [f"MERGE INTO {plan.table} AS t", f"USING {source} AS s", f"ON {on}",
+    lines = [f"MERGE INTO {plan.table} AS t", "USING {rows} AS s", f"ON {on}",
              f"WHEN MATCHED AND s.{DELETED} THEN DELETE"]
     if others:
         lines.append("WHEN MATCHED THEN UPDATE SET " + ", ".join(f"t.{c} = s.{c}" for c in others))

@@ -558,7 +558,7 @@ class _Refresh:
     def _write_keys(self, batch: int, state: MvState, keys: int) -> None:
         """Recompute the rows of the ``keys`` keys in view ``keys`` and write them as batch ``batch``."""
         self._view("rows", self._sql("refresh"))  # read once, by the write: no checkpoint needed
-        lean = 0 < keys <= BROADCAST_KEYS and not self.storage.adaptive_write  # a chunk passes 0 keys
+        lean = 0 < keys <= BROADCAST_KEYS and not self.storage.adaptive_write(keys)  # a chunk passes 0 keys
         if not lean:
             self._adaptive(True)
         self.spark.conf.set(BROADCAST, "-1" if lean else self.broadcast)
@@ -704,6 +704,12 @@ class _Refresh:
 
     def view(self, what: str, frame: "DataFrame") -> None:
         self._view(what, frame)
+
+    def checkpoint(self, frame: "DataFrame", rows: int) -> "DataFrame":
+        """``frame`` checkpointed by its first read, hinted to be broadcast when it holds ``rows``
+        rows, at most ``BROADCAST_KEYS`` (0: not known)."""
+        frame = self._checkpoint(frame)
+        return _small(frame, rows) if rows else frame
 
     def save_state(self, state: MvState) -> None:
         self.store.set_state(self.leases[self.plan.topic()], state.dump(), self.now())

@@ -38,6 +38,12 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from . import MvKind
 
+# Whether a MERGE first copies its source (Delta's default: when it is not a Delta table alone); a
+# checkpoint is a copy already, read the same at both of the MERGE's reads.
+MATERIALIZE = "spark.databricks.delta.merge.materializeSource"
+# A MERGE's rows (whole MV rows, not keys) are broadcast up to this many (~50 MB of the demo's).
+BROADCAST_ROWS = 100_000
+
 
 @dataclass
 class MvState:
@@ -123,6 +129,7 @@ class Runner(Protocol):
     def echo(self, text: str) -> None: ...
     def sql(self, name: str, frames: dict[str, "DataFrame"] | None = None, **args: Any) -> "DataFrame": ...
     def view(self, what: str, frame: "DataFrame") -> None: ...
+    def checkpoint(self, frame: "DataFrame", rows: int) -> "DataFrame": ...
     def save_state(self, state: MvState) -> None: ...
     def publish_all(self, rows: "DataFrame", old: "DataFrame | None", batch: int, **args: Any) -> int: ...
     @property
@@ -132,9 +139,9 @@ class Runner(Protocol):
 class MvStorage(Protocol):
     """The format-specific part of an MV refresh."""
 
-    # Whether ``write`` needs adaptive execution (``compiler.kinds.mv.refresh.ADAPTIVE``) even when a
-    # key-driven batch runs without it (a few keys).
-    adaptive_write: bool
+    def adaptive_write(self, keys: int) -> bool:
+        """Whether writing the rows of ``keys`` keys needs adaptive execution
+        (``compiler.kinds.mv.refresh.ADAPTIVE``), which a key-driven batch of a few keys runs without."""
 
     def exists(self, state: MvState) -> bool:
         """Whether the stored MV the state describes is there (else the next batch rebuilds)."""
@@ -176,10 +183,11 @@ SMALL_WRITE_KEYS = 100_000
 class ParquetStorage:
     """Base slots, a delta partitioned by batch, a merge-on-read view (see the module doc)."""
 
-    adaptive_write = False  # the write joins the sources to broadcast key sets: no runtime choice to make
-
     def __init__(self, run: Runner):
         self.run = run
+
+    def adaptive_write(self, keys: int) -> bool:
+        return False  # the write joins the sources to broadcast key sets: no runtime choice to make
 
     def _table(self, what: str, slot: str) -> str:
         return self.run.plan.table_name(f"{what}_{slot}")
@@ -292,12 +300,15 @@ class DeltaStorage:
     and read through a view of the SELECT's columns (of a GROUP BY MV, its group rows) when it holds
     what readers must not see (``MvPlan.table``)."""
 
-    # The MERGE joins its (materialized, so unsized) source to the whole table: only adaptive
-    # execution sees at run time that the source is small and broadcasts it instead of shuffling the table.
-    adaptive_write = True
-
     def __init__(self, run: Runner):
         self.run = run
+
+    def adaptive_write(self, keys: int) -> bool:
+        """The MERGE joins its rows to the whole table. They are a checkpoint hinted to be broadcast
+        up to ``BROADCAST_ROWS`` (``_merge``); more (a wide row each), or a GROUP BY MV's rows as
+        Delta materializes them, are unsized: only adaptive execution sees at run time how many
+        they are and whether to broadcast them instead of shuffling the table."""
+        return self.run.plan.grouped is not None or keys > BROADCAST_ROWS
 
     @property
     def table(self) -> str:
@@ -386,27 +397,38 @@ class DeltaStorage:
         return True
 
     def write(self, state: MvState, batch: int, affected: int) -> None:
-        metrics = self._merge(state).first()  # Delta returns the MERGE's row counts (no job)
+        metrics = self._merge(state, affected).first()  # Delta returns the MERGE's row counts (no job)
         if metrics is not None:
             state.base_rows += int(metrics["num_inserted_rows"]) - int(metrics["num_deleted_rows"])
         state.delta_rows += affected
         state.version = delta_version(self.run.spark, self.table)
         self.run.phase("mv:merged")
 
-    def _merge(self, state: MvState) -> "DataFrame":
-        """The batch's MERGE. A GROUP BY MV's reads the batch's rows (``batch_rows``) as a DataFrame
-        observed on the way, which counts the groups the batch adds and removes (their keys as of the
-        last commit: ``stored``) without a second pass; the count becomes unknown (None) when Spark
-        does not deliver it (Spark Connect)."""
+    def _merge(self, state: MvState, affected: int) -> "DataFrame":
+        """The batch's MERGE of its rows (``merge_rows``). A MERGE reads its source twice (the files it
+        touches, then the rows it writes); Delta would materialize it first, in as many jobs as it has
+        joins, each input broadcast by a job of its own. Here the rows are a checkpoint, written by
+        the first read, in one job whose joins are stages (``refresh.BROADCAST``), and hinted to be
+        broadcast (``affected`` keys, up to ``BROADCAST_ROWS``; a chunk passes 0: adaptive execution
+        sees how many there are): Delta reads them
+        as they are (``MATERIALIZE``). A GROUP BY MV's rows are observed on the way, which counts
+        the groups the batch adds and removes (their keys as of the last commit: ``stored``) without
+        a second pass; the count becomes unknown (None) when Spark does not deliver it (Spark Connect)."""
         run = self.run
         if not run.plan.grouped:
-            return run.sql("merge")
+            rows = run.checkpoint(run.sql("merge_rows"), affected if affected <= BROADCAST_ROWS else 0)
+            chosen = run.spark.conf.get(MATERIALIZE, None)
+            run.spark.conf.set(MATERIALIZE, "none")
+            try:
+                return run.sql("merge", frames={"rows": rows})
+            finally:
+                run.spark.conf.set(MATERIALIZE, chosen) if chosen is not None else run.spark.conf.unset(MATERIALIZE)
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         observation = Observation(f"mvflow_groups_{uuid.uuid4().hex}")
         group, deleted, was = F.col(run.plan.grouped.main_key_columns[0]).isNull(), F.col(DELETED), F.col(WAS)
-        rows = run.sql("batch_rows").observe(
+        rows = run.sql("merge_rows").observe(
             observation, F.count_if(group & ~deleted & ~was).alias("added"), F.count_if(group & deleted).alias("removed"))
         merged = run.sql("merge", frames={"rows": rows})
         counts = observed(observation)
