@@ -24,12 +24,10 @@ Every statement comes from ``compiler.kinds.mv.derive`` (written under ``target/
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...source_keys import DuplicateKeys
-from ...spark_connect import observed
 from ...table_format import DELTA, delta_commit, delta_version
 from .derive import Derived, bind_literal
 from .plan import DELETED, SLOTS, WAS, MvPlan
@@ -305,10 +303,10 @@ class DeltaStorage:
 
     def adaptive_write(self, keys: int) -> bool:
         """The MERGE joins its rows to the whole table. They are a checkpoint hinted to be broadcast
-        up to ``BROADCAST_ROWS`` (``_merge``); more (a wide row each), or a GROUP BY MV's rows as
-        Delta materializes them, are unsized: only adaptive execution sees at run time how many
-        they are and whether to broadcast them instead of shuffling the table."""
-        return self.run.plan.grouped is not None or keys > BROADCAST_ROWS
+        up to ``BROADCAST_ROWS`` (``_merge``); more (a wide row each) are unsized: only adaptive
+        execution sees at run time how many they are and whether to broadcast them instead of
+        shuffling the table."""
+        return keys > BROADCAST_ROWS
 
     @property
     def table(self) -> str:
@@ -408,37 +406,31 @@ class DeltaStorage:
         """The batch's MERGE of its rows (``merge_rows``). A MERGE reads its source twice (the files it
         touches, then the rows it writes); Delta would materialize it first, in as many jobs as it has
         joins, each input broadcast by a job of its own. Here the rows are a checkpoint, written by
-        the first read, in one job whose joins are stages (``refresh.BROADCAST``), and hinted to be
+        the first read in one job whose joins are stages (``refresh.BROADCAST``), hinted to be
         broadcast (``affected`` keys, up to ``BROADCAST_ROWS``; a chunk passes 0: adaptive execution
-        sees how many there are): Delta reads them
-        as they are (``MATERIALIZE``). A GROUP BY MV's rows are observed on the way, which counts
-        the groups the batch adds and removes (their keys as of the last commit: ``stored``) without
-        a second pass; the count becomes unknown (None) when Spark does not deliver it (Spark Connect)."""
+        sees how many there are), and Delta reads them as they are (``MATERIALIZE``). A GROUP BY
+        MV's groups are then counted from the same checkpoint: those the batch adds and removes
+        (their keys as of the last commit: ``stored``)."""
         run = self.run
-        if not run.plan.grouped:
-            rows = run.checkpoint(run.sql("merge_rows"), affected if affected <= BROADCAST_ROWS else 0)
-            chosen = run.spark.conf.get(MATERIALIZE, None)
-            run.spark.conf.set(MATERIALIZE, "none")
-            try:
-                return run.sql("merge", frames={"rows": rows})
-            finally:
-                run.spark.conf.set(MATERIALIZE, chosen) if chosen is not None else run.spark.conf.unset(MATERIALIZE)
-        from pyspark.sql import Observation
+        rows = run.checkpoint(run.sql("merge_rows"), affected if affected <= BROADCAST_ROWS else 0)
+        chosen = run.spark.conf.get(MATERIALIZE, None)
+        run.spark.conf.set(MATERIALIZE, "none")
+        try:
+            merged = run.sql("merge", frames={"rows": rows})
+        finally:
+            run.spark.conf.set(MATERIALIZE, chosen) if chosen is not None else run.spark.conf.unset(MATERIALIZE)
+        if run.plan.grouped:
+            state.groups = self._groups_after(state, rows)
+        return merged
+
+    def _groups_after(self, state: MvState, rows: "DataFrame") -> int:
         from pyspark.sql import functions as F
 
-        observation = Observation(f"mvflow_groups_{uuid.uuid4().hex}")
-        group, deleted, was = F.col(run.plan.grouped.main_key_columns[0]).isNull(), F.col(DELETED), F.col(WAS)
-        rows = run.sql("merge_rows").observe(
-            observation, F.count_if(group & ~deleted & ~was).alias("added"), F.count_if(group & deleted).alias("removed"))
-        merged = run.sql("merge", frames={"rows": rows})
-        counts = observed(observation)
-        if counts is None:
-            state.groups = None
-        elif state.groups is None:  # a state kept before groups were counted: counted once, after the merge
-            state.groups = int(run.sql("count_groups").first()[0])
-        else:
-            state.groups += int(counts["added"]) - int(counts["removed"])
-        return merged
+        if state.groups is None:  # a state kept before groups were counted: counted once, after the merge
+            return int(self.run.sql("count_groups").first()[0])
+        group, deleted, was = F.col(self.run.plan.grouped.main_key_columns[0]).isNull(), F.col(DELETED), F.col(WAS)
+        counts = rows.agg(F.count_if(group & ~deleted & ~was).alias("added"), F.count_if(group & deleted).alias("removed")).first()
+        return state.groups + int(counts["added"]) - int(counts["removed"])
 
     def compact(self, state: MvState) -> None:
         """``OPTIMIZE``: bin-packs the small files each MERGE adds and rewrites files whose
