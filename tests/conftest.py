@@ -52,9 +52,11 @@ def pytest_collection_modifyitems(items) -> None:
 # on 2 cores; the heaviest groups start first, the in-process tests (kill points, the Delta runs of
 # ``tests/tiers.py``) fill in.
 GROUPS = {**dict.fromkeys(("test_serve_cluster.py", "test_serve.py", "test_concurrency.py", "test_cluster.py"), "alone"),
-          **{module: module for module in ("test_dbt_projects.py", "test_kill_points_cli.py", "test_fact_crash.py",
+          **{module: module for module in ("test_dbt_projects.py", "test_kill_points_cli.py", "test_publish_kills_cli.py",
+                                           "test_fact_crash.py",
                                            "test_shared_catalog.py", "test_run_failures.py", "test_docs_browser.py")}}
-WEIGHTS = {"alone": 920, "test_dbt_projects.py": 590, "test_kill_points_cli.py": 490, "test_fact_crash.py": 220}
+WEIGHTS = {"alone": 920, "test_dbt_projects.py": 590, "test_publish_kills_cli.py": 560, "test_kill_points_cli.py": 330,
+           "test_fact_crash.py": 220}
 
 
 def pytest_xdist_make_scheduler(config, log):

@@ -55,6 +55,25 @@ def copy_demo(where: Path) -> Path:
     return where
 
 
+def publishing_demo(where: Path, postgres_dsn: str, database: str) -> tuple[Path, dict[str, str]]:
+    """A copy of the demo whose ``offers_wide`` publishes to a database of its own (created on the
+    tests' server) by key, 20 keys a transaction, built at scale 0.02 (200 offers); and the
+    environment its commands need. Its batches stay by key (a user's choice at this size, where a
+    full build is as cheap), so that a kill lands in a by-key batch and publish."""
+    import psycopg
+
+    with psycopg.connect(postgres_dsn, autocommit=True) as db:
+        db.execute(f"CREATE DATABASE {database}")
+    published = {"MVFLOW_PUBLISH": "1", "MVFLOW_APP_DSN": postgres_dsn.rsplit("/", 1)[0] + f"/{database}"}
+    project = copy_demo(where)
+    wide = project / "models/marts/offers_wide.sql"
+    text = wide.read_text().replace("materialized='mv'", "materialized='mv', strategy='incremental'")
+    wide.write_text(text.replace("{'to': 'app',", "{'to': 'app', 'chunk_rows': 20,"))
+    mvflow(project, "demo", "init", "--scale", "0.02", "--seed", "7", **published)
+    mvflow(project, "run", "--full-refresh", **published)
+    return project, published
+
+
 class Background:
     def __init__(self, project: Path, *args: str):
         self.proc = subprocess.Popen([*MVFLOW, *args], cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

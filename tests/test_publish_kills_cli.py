@@ -1,0 +1,99 @@
+"""Real crashes of a publish (``mvflow run`` of the demo's ``offers_wide``, published to a real
+PostgreSQL): ``MVFLOW_KILL_AT=phase`` kills the runner and its JVM with SIGKILL at each of
+``compiler.phases.PUBLISH_PHASES``, by key and in full; new changes land before every next try;
+readers of the published table never see a half-built one; the last run publishes by key and
+``mvflow verify`` finds the published table equal to the MV, which equals its recomputation.
+The killed runner held the MV's lease (its refresh and its publish are one job): each next run
+takes it over from the dead holder.
+
+SLOW: every command is its own process (a Spark start each). ``test_publish.py`` crashes every
+phase in-process."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
+from processes import mvflow, publishing_demo  # noqa: E402
+
+from compiler.phases import PUBLISH_PHASES  # noqa: E402
+
+PUBLISHED: dict[str, str] = {}  # MVFLOW_PUBLISH and the store's dsn, for every command of the module
+
+
+def _mvflow(project: Path, *args: str, kill_at: str = ""):
+    return mvflow(project, *args, ok=not kill_at, MVFLOW_KILL_AT=kill_at, **PUBLISHED)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory, postgres_dsn) -> Path:
+    project, published = publishing_demo(tmp_path_factory.mktemp("demo"), postgres_dsn, "publish_kills_app")
+    PUBLISHED.update(published)
+    return project
+
+
+def _killed(project: Path, phase: str, *args: str) -> None:
+    killed = _mvflow(project, "run", "--select", "offers_wide", *args, kill_at=phase)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+
+
+def _published() -> tuple:
+    """What readers of the published table see, and the batch its offsets row records."""
+    import psycopg
+
+    with psycopg.connect(PUBLISHED["MVFLOW_APP_DSN"]) as db:
+        rows = db.execute("SELECT count(*), sum(hashtext(t::text)) FROM public.offers_wide AS t").fetchone()
+        return rows, db.execute("SELECT batch FROM mvflow_published WHERE tbl = 'public.offers_wide'").fetchone()[0]
+
+
+def _run_and_verify(project: Path) -> str:
+    line = next(line for line in _mvflow(project, "run", "--select", "offers_wide").stdout.splitlines()
+                if " offers_wide " in line and " OK " in line)
+    verified = _mvflow(project, "verify", "--select", "offers_wide").stdout
+    assert "FAIL" not in verified and "OK    offers_wide published (app.public.offers_wide)" in verified, verified
+    return line
+
+
+def test_every_publish_phase_is_killed_at():
+    assert {"publish:leased", "publish:chunk-committed", "publish:loaded", "publish:indexed",
+            "publish:swapped"} == set(PUBLISH_PHASES)
+
+
+@pytest.mark.slow
+def test_a_by_key_publish_killed_at_each_phase_is_redone_slow(demo):
+    """Killed with the lease taken (the MV's batch committed, nothing published), then between two
+    chunks of the next try: the batch is recorded with the last chunk only."""
+    _mvflow(demo, "demo", "change", "--seed", "201")
+    before = _published()
+    _killed(demo, "publish:leased")
+    assert _published() == before
+    _mvflow(demo, "demo", "change", "--seed", "202")
+    _killed(demo, "publish:chunk-committed@1")
+    assert _published()[1] == before[1], "killed after its first chunk: the batch is recorded with the last"
+    _mvflow(demo, "demo", "change", "--seed", "203")
+    line = _run_and_verify(demo)
+    assert f"published app.public.offers_wide by key (batches {before[1] + 1} to" in line, line
+
+
+@pytest.mark.slow
+def test_a_full_publish_killed_at_each_phase_leaves_readers_the_old_table_slow(demo):
+    """A rebuilt MV's full publish killed with its fresh table loaded, then (the next try, in full
+    again) indexed, then swapped in with its batch; the next run publishes by key."""
+    before = _published()
+    _mvflow(demo, "demo", "change", "--seed", "103")
+    _killed(demo, "publish:loaded", "--full-refresh")
+    assert _published() == before  # the fresh table was loaded, not swapped in
+    _mvflow(demo, "demo", "change", "--seed", "104")
+    _killed(demo, "publish:indexed")
+    assert _published() == before
+    _mvflow(demo, "demo", "change", "--seed", "105")
+    _killed(demo, "publish:swapped")
+    swapped = _published()
+    assert swapped[1] > before[1], "the fresh table swapped in with the batch it holds"
+    _mvflow(demo, "demo", "change", "--seed", "106")
+    line = _run_and_verify(demo)
+    assert f"published app.public.offers_wide by key (batch {swapped[1] + 1} of the MV)" in line, line
