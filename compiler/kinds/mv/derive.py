@@ -91,9 +91,7 @@ def _derive_delta(plan: MvPlan, q: dict[str, str]) -> None:
     q["deletion_vectors"] = f"ALTER TABLE {table} SET {properties_clause(DELTA_PROPERTIES)}"
     # a changed cluster_by: a metadata-only commit, then "optimize" clusters the files (rows stay)
     q["cluster_by"] = f"ALTER TABLE {table} {cluster_clause(plan.cluster_by)}"
-    # The MERGE's source, the batch's rows, comes in as a DataFrame: checkpointed by its first read
-    # (a MERGE reads its source twice), or, of a GROUP BY MV, observed on the way (the groups it adds
-    # and removes)
+    # the MERGE's source, the batch's rows, comes in as a DataFrame (a checkpoint: DeltaStorage._merge)
     q["merge_rows"] = pretty(delta_query(plan, batch=False, counted=plan.grouped is not None))
     if plan.grouped:
         q["count_groups"] = pretty(exp.select(exp.alias_(exp.func("COUNT", exp.Star()), "groups"))

@@ -706,8 +706,8 @@ class _Refresh:
         self._view(what, frame)
 
     def checkpoint(self, frame: "DataFrame", rows: int) -> "DataFrame":
-        """``frame`` checkpointed by its first read, hinted to be broadcast when it holds ``rows``
-        rows, at most ``BROADCAST_KEYS`` (0: not known)."""
+        """``frame`` checkpointed by its first read, hinted to be broadcast when its ``rows`` (0: not
+        known) are at most ``BROADCAST_KEYS``."""
         frame = self._checkpoint(frame)
         return _small(frame, rows) if rows else frame
 

@@ -303,9 +303,9 @@ class DeltaStorage:
 
     def adaptive_write(self, keys: int) -> bool:
         """The MERGE joins its rows to the whole table. They are a checkpoint hinted to be broadcast
-        up to ``BROADCAST_ROWS`` (``_merge``); more (a wide row each) are unsized: only adaptive
-        execution sees at run time how many they are and whether to broadcast them instead of
-        shuffling the table."""
+        up to ``BROADCAST_ROWS`` keys (``_merge``); more (a wide row each) Delta copies, unsized:
+        only adaptive execution sees at run time how many they are and whether to broadcast them
+        instead of shuffling the table."""
         return keys > BROADCAST_ROWS
 
     @property
@@ -403,16 +403,21 @@ class DeltaStorage:
         self.run.phase("mv:merged")
 
     def _merge(self, state: MvState, affected: int) -> "DataFrame":
-        """The batch's MERGE of its rows (``merge_rows``). A MERGE reads its source twice (the files it
-        touches, then the rows it writes); Delta would materialize it first, in as many jobs as it has
-        joins, each input broadcast by a job of its own. Here the rows are a checkpoint, written by
-        the first read in one job whose joins are stages (``refresh.BROADCAST``), hinted to be
-        broadcast (``affected`` keys, up to ``BROADCAST_ROWS``; a chunk passes 0: adaptive execution
-        sees how many there are), and Delta reads them as they are (``MATERIALIZE``). A GROUP BY
-        MV's groups are then counted from the same checkpoint: those the batch adds and removes
-        (their keys as of the last commit: ``stored``)."""
+        """The batch's MERGE of its rows (``merge_rows``), which it reads twice (the files it touches,
+        then the rows it writes). Delta copies them first, in as many jobs as they have joins, each
+        input broadcast by a job of its own. The rows of up to ``BROADCAST_ROWS`` keys are a
+        checkpoint instead, written by the first read in one job whose joins are stages
+        (``refresh.BROADCAST``), hinted to be broadcast, and read by Delta as they are
+        (``MATERIALIZE``); more, or a chunk (``affected`` 0), are copied by Delta under adaptive
+        execution, which sees their size. A GROUP BY MV then counts its groups: those the batch adds
+        and removes, from the checkpoint (their keys as of the last commit: ``stored``), else all."""
         run = self.run
-        rows = run.checkpoint(run.sql("merge_rows"), affected if affected <= BROADCAST_ROWS else 0)
+        if not 0 < affected <= BROADCAST_ROWS:
+            merged = run.sql("merge", frames={"rows": run.sql("merge_rows")})
+            if run.plan.grouped:
+                state.groups = int(run.sql("count_groups").first()[0])
+            return merged
+        rows = run.checkpoint(run.sql("merge_rows"), affected)
         chosen = run.spark.conf.get(MATERIALIZE, None)
         run.spark.conf.set(MATERIALIZE, "none")
         try:
