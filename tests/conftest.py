@@ -55,7 +55,7 @@ GROUPS = {**dict.fromkeys(("test_serve_cluster.py", "test_serve.py", "test_concu
           **{module: module for module in ("test_dbt_projects.py", "test_kill_points_cli.py", "test_publish_kills_cli.py",
                                            "test_fact_crash.py",
                                            "test_shared_catalog.py", "test_run_failures.py", "test_docs_browser.py")}}
-WEIGHTS = {"alone": 920, "test_dbt_projects.py": 590, "test_publish_kills_cli.py": 560, "test_kill_points_cli.py": 330,
+WEIGHTS = {"alone": 920, "test_dbt_projects.py": 590, "test_publish_kills_cli.py": 860, "test_kill_points_cli.py": 330,
            "test_fact_crash.py": 220}
 
 
