@@ -95,7 +95,7 @@ def publish_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", stor
     mv, published = mv_batch(store, plan.topic()), target.published(qualified)
     if not repair and up_to_date(published, mv):  # known without a lease or Spark
         return Publication(decide(published, mv, None), f"{spec.to}.{qualified}")
-    with _leased(store, plan.topic(), lease, holder, now, lease_seconds, phase) as lease:
+    with _leased(store, lease_topic(model, spec.to, qualified), lease, holder, now, lease_seconds, phase) as lease:
         mv, published = mv_batch(store, plan.topic()), target.published(qualified)  # again, under the lease
         if not repair and up_to_date(published, mv):
             return Publication(decide(published, mv, None), f"{spec.to}.{qualified}")
@@ -128,7 +128,7 @@ def publish_table(spark: "SparkSession", manifest: "Manifest", model: "Model", s
     target = open_store(manifest.project.target(manifest.target), spec.to)
     qualified = published_name(spec, model.name)
     started = time.monotonic()
-    with _leased(store, publish_topic(spec.to, qualified), None, holder, now, lease_seconds, phase) as lease:
+    with _leased(store, lease_topic(model, spec.to, qualified), None, holder, now, lease_seconds, phase) as lease:
         stamp = build_stamp(store, manifest, model)
         action = decide_table(target.published(qualified), stamp, repair)
         publication = Publication(action, f"{spec.to}.{qualified}")
