@@ -55,23 +55,29 @@ def copy_demo(where: Path) -> Path:
     return where
 
 
-def publishing_demo(where: Path, postgres_dsn: str, database: str) -> tuple[Path, dict[str, str]]:
+class PublishingDemo:
     """A copy of the demo whose ``offers_wide`` publishes to a database of its own (created on the
-    tests' server) by key, 20 keys a transaction, built at scale 0.02 (200 offers); and the
-    environment its commands need. Its batches stay by key (a user's choice at this size, where a
-    full build is as cheap), so that a kill lands in a by-key batch and publish."""
-    import psycopg
+    tests' server) by key, 20 keys a transaction, built at scale 0.02 (200 offers). Its batches
+    stay by key (a user's choice at this size, where a full build is as cheap), so that a kill lands
+    in a by-key batch and publish. ``run`` runs a command with the publish's environment; with
+    ``kill_at``, killed there (``compiler.phases.kill_at``)."""
 
-    with psycopg.connect(postgres_dsn, autocommit=True) as db:
-        db.execute(f"CREATE DATABASE {database}")
-    published = {"MVFLOW_PUBLISH": "1", "MVFLOW_APP_DSN": postgres_dsn.rsplit("/", 1)[0] + f"/{database}"}
-    project = copy_demo(where)
-    wide = project / "models/marts/offers_wide.sql"
-    text = wide.read_text().replace("materialized='mv'", "materialized='mv', strategy='incremental'")
-    wide.write_text(text.replace("{'to': 'app',", "{'to': 'app', 'chunk_rows': 20,"))
-    mvflow(project, "demo", "init", "--scale", "0.02", "--seed", "7", **published)
-    mvflow(project, "run", "--full-refresh", **published)
-    return project, published
+    def __init__(self, where: Path, postgres_dsn: str, database: str):
+        import psycopg
+
+        with psycopg.connect(postgres_dsn, autocommit=True) as db:
+            db.execute(f"CREATE DATABASE {database}")
+        self.dsn = postgres_dsn.rsplit("/", 1)[0] + f"/{database}"
+        self.project = copy_demo(where)
+        wide = self.project / "models/marts/offers_wide.sql"
+        text = wide.read_text().replace("materialized='mv'", "materialized='mv', strategy='incremental'")
+        wide.write_text(text.replace("{'to': 'app',", "{'to': 'app', 'chunk_rows': 20,"))
+        self.run("demo", "init", "--scale", "0.02", "--seed", "7")
+        self.run("run", "--full-refresh")
+
+    def run(self, *args: str, kill_at: str = "") -> subprocess.CompletedProcess:
+        return mvflow(self.project, *args, ok=not kill_at, MVFLOW_KILL_AT=kill_at, MVFLOW_PUBLISH="1",
+                      MVFLOW_APP_DSN=self.dsn)
 
 
 class Background:

@@ -19,21 +19,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
-from processes import mvflow, publishing_demo  # noqa: E402
-
-
-PUBLISHED: dict[str, str] = {}  # MVFLOW_PUBLISH and the store's dsn, for every command of the module
-
-
-def _mvflow(project: Path, *args: str, kill_at: str = ""):
-    return mvflow(project, *args, ok=not kill_at, MVFLOW_KILL_AT=kill_at, **PUBLISHED)
+from processes import PublishingDemo  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory, postgres_dsn) -> Path:
-    project, published = publishing_demo(tmp_path_factory.mktemp("demo"), postgres_dsn, "kill_points_app")
-    PUBLISHED.update(published)
-    return project
+def demo(tmp_path_factory, postgres_dsn) -> PublishingDemo:
+    return PublishingDemo(tmp_path_factory.mktemp("demo"), postgres_dsn, "kill_points_app")
 
 
 def _line(output: str, model: str) -> str:
@@ -41,19 +32,19 @@ def _line(output: str, model: str) -> str:
 
 
 @pytest.mark.slow
-def test_mv_killed_after_next_written_with_changes_before_the_redo_slow(demo):
-    _mvflow(demo, "demo", "change", "--seed", "101")
-    killed = _mvflow(demo, "run", "--select", "offers_wide", kill_at="mv:next-written")
+def test_mv_killed_after_next_written_with_changes_before_the_redo_slow(demo: PublishingDemo):
+    demo.run("demo", "change", "--seed", "101")
+    killed = demo.run("run", "--select", "offers_wide", kill_at="mv:next-written")
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
-    status = _mvflow(demo, "status").stdout
+    status = demo.run("status").stdout
     assert "dead: pid" in status, f"the killed runner's leases show as dead:\n{status}"
     assert "Delta table, version" in status, status
 
-    _mvflow(demo, "demo", "change", "--seed", "102")  # lands between the crash and the redo
-    redo = _mvflow(demo, "run", "--select", "offers_wide").stdout
+    demo.run("demo", "change", "--seed", "102")  # lands between the crash and the redo
+    redo = demo.run("run", "--select", "offers_wide").stdout
     assert "redo of the crashed batch" in _line(redo, "offers_wide"), redo
-    again = _mvflow(demo, "run", "--select", "offers_wide").stdout
+    again = demo.run("run", "--select", "offers_wide").stdout
     assert "up to date" in _line(again, "offers_wide"), again
     assert "published app.public.offers_wide by key" in _line(redo, "offers_wide"), redo
-    verified = _mvflow(demo, "verify", "--select", "offers_wide").stdout
+    verified = demo.run("verify", "--select", "offers_wide").stdout
     assert "FAIL" not in verified and "OK    offers_wide published (app.public.offers_wide)" in verified, verified

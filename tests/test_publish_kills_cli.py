@@ -18,42 +18,34 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
-from processes import mvflow, publishing_demo  # noqa: E402
+from processes import PublishingDemo  # noqa: E402
 
 from compiler.phases import PUBLISH_PHASES  # noqa: E402
 
-PUBLISHED: dict[str, str] = {}  # MVFLOW_PUBLISH and the store's dsn, for every command of the module
-
-
-def _mvflow(project: Path, *args: str, kill_at: str = ""):
-    return mvflow(project, *args, ok=not kill_at, MVFLOW_KILL_AT=kill_at, **PUBLISHED)
-
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory, postgres_dsn) -> Path:
-    project, published = publishing_demo(tmp_path_factory.mktemp("demo"), postgres_dsn, "publish_kills_app")
-    PUBLISHED.update(published)
-    return project
+def demo(tmp_path_factory, postgres_dsn) -> PublishingDemo:
+    return PublishingDemo(tmp_path_factory.mktemp("demo"), postgres_dsn, "publish_kills_app")
 
 
-def _killed(project: Path, phase: str, *args: str) -> None:
-    killed = _mvflow(project, "run", "--select", "offers_wide", *args, kill_at=phase)
+def _killed(demo: PublishingDemo, phase: str, *args: str) -> None:
+    killed = demo.run("run", "--select", "offers_wide", *args, kill_at=phase)
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
 
 
-def _published() -> tuple:
+def _published(demo: PublishingDemo) -> tuple:
     """What readers of the published table see, and the batch its offsets row records."""
     import psycopg
 
-    with psycopg.connect(PUBLISHED["MVFLOW_APP_DSN"]) as db:
+    with psycopg.connect(demo.dsn) as db:
         rows = db.execute("SELECT count(*), sum(hashtext(t::text)) FROM public.offers_wide AS t").fetchone()
         return rows, db.execute("SELECT batch FROM mvflow_published WHERE tbl = 'public.offers_wide'").fetchone()[0]
 
 
-def _run_and_verify(project: Path) -> str:
-    line = next(line for line in _mvflow(project, "run", "--select", "offers_wide").stdout.splitlines()
+def _run_and_verify(demo: PublishingDemo) -> str:
+    line = next(line for line in demo.run("run", "--select", "offers_wide").stdout.splitlines()
                 if " offers_wide " in line and " OK " in line)
-    verified = _mvflow(project, "verify", "--select", "offers_wide").stdout
+    verified = demo.run("verify", "--select", "offers_wide").stdout
     assert "FAIL" not in verified and "OK    offers_wide published (app.public.offers_wide)" in verified, verified
     return line
 
@@ -67,14 +59,14 @@ def test_every_publish_phase_is_killed_at():
 def test_a_by_key_publish_killed_at_each_phase_is_redone_slow(demo):
     """Killed with the lease taken (the MV's batch committed, nothing published), then between two
     chunks of the next try: the batch is recorded with the last chunk only."""
-    _mvflow(demo, "demo", "change", "--seed", "201")
-    before = _published()
+    demo.run("demo", "change", "--seed", "201")
+    before = _published(demo)
     _killed(demo, "publish:leased")
-    assert _published() == before
-    _mvflow(demo, "demo", "change", "--seed", "202")
+    assert _published(demo) == before
+    demo.run("demo", "change", "--seed", "202")
     _killed(demo, "publish:chunk-committed@1")
-    assert _published()[1] == before[1], "killed after its first chunk: the batch is recorded with the last"
-    _mvflow(demo, "demo", "change", "--seed", "203")
+    assert _published(demo)[1] == before[1], "killed after its first chunk: the batch is recorded with the last"
+    demo.run("demo", "change", "--seed", "203")
     line = _run_and_verify(demo)
     assert f"published app.public.offers_wide by key (batches {before[1] + 1} to" in line, line
 
@@ -83,17 +75,17 @@ def test_a_by_key_publish_killed_at_each_phase_is_redone_slow(demo):
 def test_a_full_publish_killed_at_each_phase_leaves_readers_the_old_table_slow(demo):
     """A rebuilt MV's full publish killed with its fresh table loaded, then (the next try, in full
     again) indexed, then swapped in with its batch; the next run publishes by key."""
-    before = _published()
-    _mvflow(demo, "demo", "change", "--seed", "103")
+    before = _published(demo)
+    demo.run("demo", "change", "--seed", "103")
     _killed(demo, "publish:loaded", "--full-refresh")
-    assert _published() == before  # the fresh table was loaded, not swapped in
-    _mvflow(demo, "demo", "change", "--seed", "104")
+    assert _published(demo) == before  # the fresh table was loaded, not swapped in
+    demo.run("demo", "change", "--seed", "104")
     _killed(demo, "publish:indexed")
-    assert _published() == before
-    _mvflow(demo, "demo", "change", "--seed", "105")
+    assert _published(demo) == before
+    demo.run("demo", "change", "--seed", "105")
     _killed(demo, "publish:swapped")
-    swapped = _published()
+    swapped = _published(demo)
     assert swapped[1] > before[1], "the fresh table swapped in with the batch it holds"
-    _mvflow(demo, "demo", "change", "--seed", "106")
+    demo.run("demo", "change", "--seed", "106")
     line = _run_and_verify(demo)
     assert f"published app.public.offers_wide by key (batch {swapped[1] + 1} of the MV)" in line, line
