@@ -706,10 +706,9 @@ class _Refresh:
         self._view(what, frame)
 
     def checkpoint(self, frame: "DataFrame", rows: int) -> "DataFrame":
-        """``frame`` checkpointed by its first read, hinted to be broadcast when its ``rows`` (0: not
-        known) are at most ``BROADCAST_KEYS``."""
-        frame = self._checkpoint(frame)
-        return _small(frame, rows) if rows else frame
+        """``frame`` checkpointed by its first read, hinted to be broadcast when its ``rows`` are at
+        most ``BROADCAST_KEYS``."""
+        return _small(self._checkpoint(frame), rows)
 
     def save_state(self, state: MvState) -> None:
         self.store.set_state(self.leases[self.plan.topic()], state.dump(), self.now())

@@ -24,10 +24,12 @@ Every statement comes from ``compiler.kinds.mv.derive`` (written under ``target/
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...source_keys import DuplicateKeys
+from ...spark_connect import observed
 from ...table_format import DELTA, delta_commit, delta_version
 from .derive import Derived, bind_literal
 from .plan import DELETED, SLOTS, WAS, MvPlan
@@ -306,7 +308,7 @@ class DeltaStorage:
         up to ``BROADCAST_ROWS`` keys (``_merge``); more (a wide row each) Delta copies, unsized:
         only adaptive execution sees at run time how many they are and whether to broadcast them
         instead of shuffling the table."""
-        return keys > BROADCAST_ROWS
+        return not 0 < keys <= BROADCAST_ROWS  # a chunk passes 0 keys
 
     @property
     def table(self) -> str:
@@ -409,33 +411,43 @@ class DeltaStorage:
         checkpoint instead, written by the first read in one job whose joins are stages
         (``refresh.BROADCAST``), hinted to be broadcast, and read by Delta as they are
         (``MATERIALIZE``); more, or a chunk (``affected`` 0), are copied by Delta under adaptive
-        execution, which sees their size. A GROUP BY MV then counts its groups: those the batch adds
-        and removes, from the checkpoint (their keys as of the last commit: ``stored``), else all."""
+        execution, which sees their size. A GROUP BY MV counts the groups the batch adds and removes
+        (their keys as of the last commit: ``stored``): from the checkpoint, or observed on Delta's
+        copy, without a pass of their own."""
         run = self.run
-        if not 0 < affected <= BROADCAST_ROWS:
-            merged = run.sql("merge", frames={"rows": run.sql("merge_rows")})
+        if self.adaptive_write(affected):
+            from pyspark.sql import Observation
+
+            rows, observation = run.sql("merge_rows"), Observation(f"mvflow_groups_{uuid.uuid4().hex}")
             if run.plan.grouped:
-                state.groups = int(run.sql("count_groups").first()[0])
-            return merged
-        rows = run.checkpoint(run.sql("merge_rows"), affected)
-        chosen = run.spark.conf.get(MATERIALIZE, None)
-        run.spark.conf.set(MATERIALIZE, "none")
-        try:
+                rows = rows.observe(observation, *self._group_changes())
             merged = run.sql("merge", frames={"rows": rows})
-        finally:
-            run.spark.conf.set(MATERIALIZE, chosen) if chosen is not None else run.spark.conf.unset(MATERIALIZE)
+            counts = observed(observation) if run.plan.grouped else None
+        else:
+            rows = run.checkpoint(run.sql("merge_rows"), affected)
+            chosen = run.spark.conf.get(MATERIALIZE, None)
+            run.spark.conf.set(MATERIALIZE, "none")
+            try:
+                merged = run.sql("merge", frames={"rows": rows})
+            finally:
+                run.spark.conf.set(MATERIALIZE, chosen) if chosen is not None else run.spark.conf.unset(MATERIALIZE)
+            counts = rows.agg(*self._group_changes()).first().asDict() if run.plan.grouped else None
         if run.plan.grouped:
-            state.groups = self._groups_after(state, rows)
+            state.groups = self._groups_after(state, counts)
         return merged
 
-    def _groups_after(self, state: MvState, rows: "DataFrame") -> int:
+    def _group_changes(self) -> tuple:
+        """The groups a batch adds and removes, as aggregates over its rows."""
         from pyspark.sql import functions as F
 
+        group, deleted, was = F.col(self.run.plan.grouped.main_key_columns[0]).isNull(), F.col(DELETED), F.col(WAS)
+        return F.count_if(group & ~deleted & ~was).alias("added"), F.count_if(group & deleted).alias("removed")
+
+    def _groups_after(self, state: MvState, counts: dict | None) -> int | None:
+        """The MV's groups after the MERGE: unknown when Spark did not deliver the counts (Spark Connect)."""
         if state.groups is None:  # a state kept before groups were counted: counted once, after the merge
             return int(self.run.sql("count_groups").first()[0])
-        group, deleted, was = F.col(self.run.plan.grouped.main_key_columns[0]).isNull(), F.col(DELETED), F.col(WAS)
-        counts = rows.agg(F.count_if(group & ~deleted & ~was).alias("added"), F.count_if(group & deleted).alias("removed")).first()
-        return state.groups + int(counts["added"]) - int(counts["removed"])
+        return None if counts is None else state.groups + int(counts["added"]) - int(counts["removed"])
 
     def compact(self, state: MvState) -> None:
         """``OPTIMIZE``: bin-packs the small files each MERGE adds and rewrites files whose
