@@ -116,7 +116,12 @@ def spark_target(tmp_path_factory) -> Target:
             # DataNucleus, a getTable per table a statement names) took 15% of the JVM's samples and
             # ~12% of the tier's wall (docs/architecture.md, Tests). Every CLI test's process, the
             # slow tier and `scripts/demo.sh` run on Hive's catalog.
+            # Tungsten's page size: Spark's default, sized from the heap (64 MB here), gave every broadcast
+            # hash table of a few rows a 64 MB page that the memory store kept (1.2 GB after one GROUP BY
+            # oracle test, the old generation's full collections); 1 MB: 232 s against 256 for three
+            # oracle modules' heaviest tests, one run after the other (2026-12-01).
             conf={**DEFAULT_SPARK_CONF, "spark.default.parallelism": "1", "spark.driver.memory": "3g",
+                  "spark.buffer.pageSize": "1m",
                   "spark.driver.extraJavaOptions": "-XX:+UseParallelGC", "spark.sql.catalogImplementation": "in-memory",
                   **IN_PROCESS},
         ),
