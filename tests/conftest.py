@@ -21,13 +21,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # contended for the two cores: the MV shape and dbt-style modules took 371 s against 305 (one run
 # after the other, 2026-11-28). Every mvflow process the tests start, the slow tier and the demo keep
 # two partitions or more, so shuffles across partitions stay covered there.
-# No generated code for expressions either (whole stages have none already, TINY_DATA), as Spark's own
-# test suites can run: on tables of a few rows, generating and compiling a class per projection and
-# predicate costs more than interpreting them. The MV shape, refresh and Delta source modules took
-# 515 s against 623 (2026-11-29, one run after the other). Under it the catalog's list* calls fail
-# decoding their rows (EXPRESSION_DECODING_FAILED): tests use SHOW TABLES, mvflow neither. The mvflow
-# processes the tests start (the slow tier's system tests) and the demo generate code as users' runs do.
-IN_PROCESS = {**TINY_DATA, "spark.sql.shuffle.partitions": "1", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}  # runtime settings, re-applied after every test
+# No generated code for expressions either (TINY_DATA), as Spark's own test suites can run. Under it
+# the catalog's list* calls fail decoding their rows (EXPRESSION_DECODING_FAILED): tests use SHOW
+# TABLES, mvflow neither.
+IN_PROCESS = {**TINY_DATA, "spark.sql.shuffle.partitions": "1"}  # runtime settings, re-applied after every test
 
 
 def pytest_sessionstart(session) -> None:

@@ -5,12 +5,17 @@ the tests start (``processes.TINY_CONF``)."""
 # bench-free: ~30% less wall than Spark's defaults). Adaptive execution only adds jobs there (each
 # shuffle stage its own: 29 jobs a batch against 23); generating and JIT-compiling a whole stage's
 # code for every new query costs more than interpreting a few rows (the JVM's CPU went to its
-# compilers). Not spark.sql.codegen.factoryMode=NO_CODEGEN here: the test session sets it
-# (conftest.IN_PROCESS), the mvflow processes run as users' do.
+# compilers). Nor generated projections (INTERPRETED): the MV shape, refresh and Delta source modules
+# took 515 s against 623 in the test session (2026-11-29, one run after the other); the executors of a
+# CLI `run --select offers_wide` spent ~40% of their CPU generating and compiling them (Java Flight
+# Recorder, 2026-12-01: a run 29-30 s against 33-35, a `demo change` 36-43 s against 45-49,
+# alternating). The cluster test (test_serve_cluster) and the demo generate code, as users' runs do.
+INTERPRETED = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 TINY_DATA = {
     "spark.sql.shuffle.partitions": "2",
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.codegen.wholeStage": "false",
+    **INTERPRETED,
 }
 
 
