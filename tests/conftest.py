@@ -115,8 +115,8 @@ def spark_target(tmp_path_factory) -> Target:
             # slow tier and `scripts/demo.sh` run on Hive's catalog.
             # Tungsten's page size: Spark's default, sized from the heap (64 MB here), gave every broadcast
             # hash table of a few rows a 64 MB page that the memory store kept (1.2 GB after one GROUP BY
-            # oracle test, the old generation's full collections); 1 MB: 232 s against 256 for three
-            # oracle modules' heaviest tests, one run after the other (2026-12-01).
+            # oracle test, the old generation's full collections); 1 MB: 232 s against 256 for four of the
+            # heaviest oracle tests (test_mv_shapes, test_mv_dbt_style), one run after the other (2026-12-01).
             conf={**DEFAULT_SPARK_CONF, "spark.default.parallelism": "1", "spark.driver.memory": "3g",
                   "spark.buffer.pageSize": "1m",
                   "spark.driver.extraJavaOptions": "-XX:+UseParallelGC", "spark.sql.catalogImplementation": "in-memory",
