@@ -237,6 +237,21 @@ def test_next_batch_moves_positions_further(spark, changed):
         assert table(spark, feed).where(f"change_id > {newest}").count() > 0, feed
 
 
+def test_the_state_keeps_the_row_counts_a_batch_is_sized_from(spark, changed):
+    """A batch sizes its changes from the counts the state keeps (no count job per table); they
+    equal the tables' after every batch, also after a demo state that kept none (counted then)."""
+    def kept() -> dict[str, int]:
+        state = {row["name"]: row["value"] for row in table(spark, demo.STATE_TABLE).collect()}
+        return {name: state.get(f"rows.{name}") for name in demo.SOURCES}
+
+    assert kept() == {name: table(spark, name).count() for name in demo.SOURCES}
+    older = table(spark, demo.STATE_TABLE).where("name NOT LIKE 'rows.%'").localCheckpoint()
+    demo._swap(spark, demo.STATE_TABLE, older)
+    assert set(kept().values()) == {None}
+    demo.change(spark, fraction=0.05, seed=CHANGE_SEED + 2)
+    assert kept() == {name: table(spark, name).count() for name in demo.SOURCES}
+
+
 def test_cli_demo_commands(spark, capsys):
     from compiler.cli import main
 
