@@ -427,6 +427,10 @@ def _replaced_keys(plan: MvPlan) -> exp.Query:
     return exp.union(members, groups, distinct=True)
 
 
+# What the MERGE's source is, in the statement itself (target/run/<mv>/merge.sql is what runs).
+ROWS_COMMENT = "-- s: the rows of merge_rows.sql (the affected keys' rows recomputed, and tombstones), read as a DataFrame"
+
+
 def merge_statement(plan: MvPlan) -> str:
     """A Delta MV's batch: one MERGE of the recomputed rows and tombstones of the affected keys
     (``delta_query``, passed in as the DataFrame ``{rows}``; columns listed, so the tombstone flag is
@@ -435,8 +439,9 @@ def merge_statement(plan: MvPlan) -> str:
     >>> from compiler.kinds.mv.plan import plan_from_sql
     >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
     ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))}, table_format="delta")
-    >>> print(*merge_statement(plan).splitlines()[:2], sep=chr(10))
+    >>> print(*merge_statement(plan).splitlines()[:3], sep=chr(10))
     MERGE INTO db.mv__mvflow_rows AS t
+    -- s: the rows of merge_rows.sql (the affected keys' rows recomputed, and tombstones), read as a DataFrame
     USING {rows} AS s
     >>> print(*merge_statement(plan).splitlines()[-6:], sep=chr(10))
     ON t.id <=> s.id
@@ -448,7 +453,7 @@ def merge_statement(plan: MvPlan) -> str:
     """
     on = " AND ".join(f"t.{k} <=> s.{k}" for k in plan.key)
     others = [c for c in plan.all_columns if c not in plan.key]
-    lines = [f"MERGE INTO {plan.table} AS t", "USING {rows} AS s", f"ON {on}",
+    lines = [f"MERGE INTO {plan.table} AS t", ROWS_COMMENT, "USING {rows} AS s", f"ON {on}",
              f"WHEN MATCHED AND s.{DELETED} THEN DELETE"]
     if others:
         lines.append("WHEN MATCHED THEN UPDATE SET " + ", ".join(f"t.{c} = s.{c}" for c in others))

@@ -418,11 +418,12 @@ class DeltaStorage:
         if self.adaptive_write(affected):
             from pyspark.sql import Observation
 
-            rows, observation = run.sql("merge_rows"), Observation(f"mvflow_groups_{uuid.uuid4().hex}")
+            rows, observation = run.sql("merge_rows"), None
             if run.plan.grouped:
+                observation = Observation(f"mvflow_groups_{uuid.uuid4().hex}")
                 rows = rows.observe(observation, *self._group_changes())
             merged = run.sql("merge", frames={"rows": rows})
-            counts = observed(observation) if run.plan.grouped else None
+            counts = observed(observation) if observation is not None else None
         else:
             rows = run.checkpoint(run.sql("merge_rows"), affected)
             chosen = run.spark.conf.get(MATERIALIZE, None)
