@@ -8,8 +8,10 @@ AppCDS). A session with Delta plus its first queries: 21.0 -> 14.6 s (``python -
 A JVM running a representative session (parquet and Delta tables, a view, a MERGE, a join, Hive's
 catalog) writes it at exit (``-XX:ArchiveClassesAtExit``), under a temporary name renamed when
 complete; every later session reads it (``-XX:SharedArchiveFile``, added by ``compiler.spark``). The
-JVM checks that the archive fits (its own build, Spark's class path) and silently ignores one that
-does not: after a Java or Spark upgrade starts are only slower until it is made again. It lies
+JVM checks that the archive fits (its own build, Spark's class path) and ignores one that does not:
+after a Java or Spark upgrade starts are only slower until it is made again. A class path with more
+in front (a PostgreSQL metastore's JDBC driver) never fits, and the JVM says so at every start:
+``compiler.spark`` passes no archive to such a session. It lies
 beside the Delta jars (``.mvflow/jvm/``), named after the PySpark version, ~220 MB.
 """
 

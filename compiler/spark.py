@@ -76,12 +76,7 @@ def spark_session(target: Target, verbose: bool | None = None, delta: bool | Non
     from pyspark.sql import SparkSession
 
     verbose = log.isEnabledFor(logging.DEBUG) if verbose is None else verbose
-    delta_options = _delta_options(target.table_format == "delta" if delta is None else delta, target.spark.master)
-    options = {**delta_options, **_options(target.spark, verbose)}  # the target's own conf wins
-    if target.metastore.type == "postgres":  # a shared catalog instead of Derby (compiler/metastore.py)
-        from .metastore import postgres_options
-
-        options.update(postgres_options(target.metastore, target.spark.conf))
+    options = session_options(target, delta, verbose)
     _quiet_pyspark_loggers(not verbose)
     if not verbose:
         _launch_quiet_gateway(options)
@@ -136,6 +131,25 @@ def spark_log(settings: SparkSettings) -> Path | None:
     return Path(settings.metastore_dir).parent / "spark.log" if settings.metastore_dir is not None else None
 
 
+def session_options(target: Target, delta: bool | None, verbose: bool) -> dict[str, str]:
+    """The settings of a local JVM's session: Delta's, mvflow's, the target's own (they win), a
+    shared metastore's, and the JVM's class archive where it fits."""
+    delta_options = _delta_options(target.table_format == "delta" if delta is None else delta, target.spark.master)
+    options = {**delta_options, **_options(target.spark, verbose)}  # the target's own conf wins
+    if target.metastore.type == "postgres":  # a shared catalog instead of Derby (compiler/metastore.py)
+        from .metastore import postgres_options
+
+        options.update(postgres_options(target.metastore, target.spark.conf))
+    # The archive holds the classes of Spark's own class path: a JVM whose class path has more in
+    # front (a PostgreSQL metastore's JDBC driver, the target's extraClassPath) refuses it, with a
+    # warning at every start. Such a JVM starts without it.
+    user_java = options.get("spark.driver.extraJavaOptions", "")
+    archive = [] if options.get("spark.driver.extraClassPath") else jvm_archive.java_options(user_java)
+    if archive:  # faster JVM starts (compiler/jvm_archive.py)
+        options["spark.driver.extraJavaOptions"] = " ".join([*archive, *([user_java] if user_java else [])])
+    return options
+
+
 def _options(settings: SparkSettings, verbose: bool) -> dict[str, str]:
     """Every ``spark.*`` setting of the session, as the builder and ``spark-submit`` take them."""
     # Hive's catalog (Derby under metastore_dir, or a shared one): tables outlive the process. A
@@ -164,7 +178,6 @@ def _options(settings: SparkSettings, verbose: bool) -> dict[str, str]:
     # replacing them: without the Derby home and log4j file the metastore lands in the working
     # directory and Spark's log on the terminal
     user_java = options.get("spark.driver.extraJavaOptions", "")
-    java_options += jvm_archive.java_options(user_java)  # faster JVM starts (compiler/jvm_archive.py)
     if java_options:
         options["spark.driver.extraJavaOptions"] = " ".join([*java_options, *([user_java] if user_java else [])])
     return options

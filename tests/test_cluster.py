@@ -124,14 +124,27 @@ def test_a_cluster_target_sets_what_executors_need(tmp_path):
 
 
 def test_the_targets_jvm_options_are_added_to_mvflows(tmp_path):
-    from compiler.spark import _options
+    from compiler.jvm_archive import archive_path
+    from compiler.spark import session_options
 
     spark = "spark: {master: 'local[2]', conf: {spark.driver.extraJavaOptions: '-XX:TieredStopAtLevel=1 -Dx=1'}}"
-    java = _options(load_project(_project(tmp_path, spark, "delta")).target().spark, False)["spark.driver.extraJavaOptions"]
-    derby, log4j, *rest = java.split()
+    target = load_project(_project(tmp_path, spark, "delta")).target()
+    java = session_options(target, False, False)["spark.driver.extraJavaOptions"]
+    archive, derby, log4j, *rest = java.split()
+    assert archive == f"-XX:SharedArchiveFile={archive_path()}", "scripts/setup.sh makes the class archive"
     assert derby.startswith("-Dderby.system.home=") and log4j.startswith("-Dlog4j2.configurationFile=")
-    archive = [o for o in rest if o.startswith("-XX:SharedArchiveFile=")]  # the class archive, once setup made it
-    assert rest[len(archive):] == ["-XX:TieredStopAtLevel=1", "-Dx=1"]
+    assert rest == ["-XX:TieredStopAtLevel=1", "-Dx=1"]
+
+
+def test_a_jvm_whose_class_path_has_more_in_front_starts_without_the_class_archive(tmp_path):
+    """Its JVM would refuse the archive (Spark's own class path) with a warning at every start, as
+    a PostgreSQL metastore's JDBC driver in front made it do."""
+    from compiler.spark import session_options
+
+    spark = "spark: {master: 'local[2]', conf: {spark.driver.extraClassPath: /opt/x.jar}}"
+    options = session_options(load_project(_project(tmp_path, spark, "delta")).target(), False, False)
+    assert options["spark.driver.extraClassPath"] == "/opt/x.jar"
+    assert "SharedArchiveFile" not in options["spark.driver.extraJavaOptions"]
 
 
 def test_a_remote_target_is_a_spark_connect_address(tmp_path):
