@@ -731,8 +731,8 @@ def _row_counts(spark: "SparkSession", tables: tuple[str, ...]) -> dict[str, int
 
 def _rows_state(counts: dict[str, int]) -> dict[str, int]:
     """The source tables' row counts as bookkeeping entries: a batch sizes its changes from them
-    without counting the tables (a Spark job per table: ~14 of a cold `demo change`'s 52 s at 200
-    offers). Tables edited by hand since only make a batch's share of them a little off."""
+    without counting the tables (~14 s of a cold `demo change`'s 52 s at 200 offers, on Delta).
+    Tables edited by hand since only make a batch's share of them a little off."""
     return {f"rows.{table}": n for table, n in counts.items()}
 
 
