@@ -190,7 +190,7 @@ def change(spark: "SparkSession", fraction: float = 0.01, seed: int = 2, progres
     span = max(BATCH_US, *(delta.size for delta in deltas))
     _write_state(spark, {**batch.next_ids, "seed": state["seed"], "batch": state["batch"] + 1,
                          "clock_us": clock + span, "change_id": change_id,
-                         **_rows_state({delta.table: delta.rows_after(batch.rows[delta.table]) for delta in deltas})})
+                         **_rows_state({**batch.rows, **{d.table: d.rows_after(batch.rows[d.table]) for d in deltas}})})
     with task_of(progress, "demo change") as task:
         _in_parallel([lambda delta=delta: delta.apply(spark) for delta in deltas], task)
     return {delta.table: delta.summary() for delta in deltas}

@@ -100,6 +100,8 @@ def test_clustered_changes_fall_on_the_newest_offers_and_one_shop(spark):
     assert any(i > newest_id for i in offers), "new offers arrive"
     assert len(changed["shops"]) == 1 and summary["shops"] in ("+0 ~1 -0", "+0 ~0 -1")
     assert not changed["categories"] and not changed["regions"] and not changed["warehouses"]
+    kept = {row["name"]: row["value"] for row in table(demo.STATE_TABLE).collect()}  # what the next batch sizes from
+    assert {name: kept[f"rows.{name}"] for name in demo.SOURCES} == {name: table(name).count() for name in demo.SOURCES}
 
 
 def test_input_columns_and_strategy_of():
