@@ -53,7 +53,7 @@ class _ClusteredBatch(demo._Batch):
         no_deleted_warehouses = self.spark.table(demo._name("warehouses")).select("warehouse_id").limit(0)
         shops = self._shops(warehouses, no_deleted_warehouses, self._new_ids("shops", 0))
         first_new_offer = self.next_ids["offers"]
-        offers = self._offers(categories, self._new_ids("offers", demo.batch_size(self.rows["offers"], self.fraction)[1]))
+        offers = self._offers(categories, self._inserted("offers"))
         new_offers = self.next_ids["offers"] - first_new_offer
         return [shops, offers, self._prices(first_new_offer, new_offers), self._orders(first_new_offer, new_offers)]
 

@@ -517,9 +517,9 @@ class _Batch:
         """The deltas in three independent chains, side by side (each delta is a Spark job that
         counts it): places (regions, warehouses, shops), the catalog (categories, offers) and sales
         (prices, orders). The ids a chain inserts that another one uses are taken first."""
-        new_shops = self._new_ids("shops", batch_size(self.rows["shops"], self.fraction)[1])
+        new_shops = self._inserted("shops")
         first_new_offer = self.next_ids["offers"]
-        new_offers = self._new_ids("offers", batch_size(self.rows["offers"], self.fraction)[1])
+        new_offers = self._inserted("offers")
         count = self.next_ids["offers"] - first_new_offer
 
         def places() -> list[_Delta]:
@@ -549,6 +549,10 @@ class _Batch:
         first = self.next_ids[table]
         self.next_ids[table] = first + count
         return _ids(self.spark, KEYS[table][0], first, count)
+
+    def _inserted(self, table: str) -> "DataFrame":
+        """The ids of the rows this batch inserts into ``table`` (taken now)."""
+        return self._new_ids(table, batch_size(self.rows[table], self.fraction)[1])
 
     def _touched(self, df: "DataFrame", table: str, count: int, purpose: str = "touch") -> "DataFrame":
         """``count`` rows chosen by hash (top-k, so the count is exact), with an action draw ``_a``."""
@@ -589,7 +593,7 @@ class _Batch:
                  inserted.withColumn("_op", F.lit("+"))]
         delta = self._delta(table, [p.select(*COLUMNS[table], "_op") for p in parts], "dictionary", None)
         live = rest.select(key).unionByName(inserted.select(key))
-        return delta, _Choices.of(live, rows - delta.counts.get("-", 0) + delta.counts.get("+", 0))
+        return delta, _Choices.of(live, delta.rows_after(rows))
 
     def _warehouses(self, regions: _Choices):
         """Hard deletes, region re-pointing, capacity changes, inserts; each key goes to the feed."""
@@ -609,7 +613,7 @@ class _Batch:
         delta = self._delta("warehouses", [updated, inserted.withColumn("_op", F.lit("+"))], "hard", "changed_at")
         live = delta.rows.where(F.col("_op") != "-").select("warehouse_id").unionByName(
             old.join(delta.rows.select("warehouse_id"), "warehouse_id", "left_anti").select("warehouse_id"))
-        return delta, _Choices.of(live, rows - delta.counts.get("-", 0) + delta.counts.get("+", 0))
+        return delta, _Choices.of(live, delta.rows_after(rows))
 
     def _shops(self, warehouses: _Choices, deleted_warehouses: "DataFrame", new_ids: "DataFrame") -> _Delta:
         """Soft deletes (and some un-deletes), warehouse re-pointing, ratings, renames, inserts.
