@@ -156,6 +156,7 @@ class Options:
     every: float = 10.0      # seconds between batches landing
     minutes: float = 30.0
     interval: float = 5.0    # serve --interval
+    threads: int = 2         # serve --threads (the demo's two lines side by side)
     select: str = ""
     dsn: str = ""            # a PostgreSQL server (its postgres database); empty: a throwaway one
     out: Path = WORK
@@ -238,7 +239,7 @@ def _stream(options: Options, dsn: str, echo) -> list[MvFigures]:
     _mvflow(project, "run", *(["--select", options.select] if options.select else []))
 
     serve_log = (options.out / "serve.log").open("w")
-    serve = subprocess.Popen([*MVFLOW, "serve", "--interval", str(options.interval),
+    serve = subprocess.Popen([*MVFLOW, "serve", "--interval", str(options.interval), "--threads", str(options.threads),
                               *(["--select", options.select] if options.select else [])],
                              cwd=project, env=_env(), stdout=serve_log, stderr=subprocess.STDOUT, start_new_session=True)
     landed: list[float] = []
@@ -310,7 +311,7 @@ def _save(options: Options, results: list[MvFigures], landed: list[float], start
     achieved = len(landed) * fraction * offers / max(end - start, 1e-9)
     text = (f"F1 at scale {options.scale:g} ({offers:,} offers): {options.rate:g} changes/s asked, in batches every "
             f"{options.every:g} s (fraction {fraction:.6f}); {len(landed)} batches landed in {end - start:,.0f} s "
-            f"({achieved:,.0f} changes/s); serve --interval {options.interval:g}\n\n{table(results)}\n")
+            f"({achieved:,.0f} changes/s); serve --interval {options.interval:g} --threads {options.threads}\n\n{table(results)}\n")
     (options.out / "f1.md").write_text(text)
     (options.out / "f1.json").write_text(json.dumps({"options": {k: str(v) for k, v in asdict(options).items()},
                                                      "landed": landed, "start": start, "end": end,
@@ -352,11 +353,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--every", type=float, default=Options.every, help="seconds between batches landing")
     parser.add_argument("--minutes", type=float, default=Options.minutes, help="how long the stream lasts")
     parser.add_argument("--interval", type=float, default=Options.interval, help="serve --interval")
+    parser.add_argument("--threads", type=int, default=Options.threads, help="serve --threads")
     parser.add_argument("--select", default="", help="serve --select (default: the whole demo)")
     parser.add_argument("--dsn", default="", help="a PostgreSQL server to use (default: a throwaway one)")
     parser.add_argument("--out", type=Path, default=WORK)
     args = parser.parse_args(argv)
-    run(Options(args.scale, args.rate, args.every, args.minutes, args.interval, args.select, args.dsn, args.out))
+    run(Options(args.scale, args.rate, args.every, args.minutes, args.interval, args.threads, args.select, args.dsn, args.out))
 
 
 if __name__ == "__main__":

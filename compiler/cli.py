@@ -331,9 +331,11 @@ def _run(manifest, selected, settings, store, threads, **flags) -> None:
 @click.option("--ttl", default=30.0, show_default=True, type=click.FloatRange(1),
               help="Seconds a runner's heartbeat and leases live: a dead runner's models move on after this.")
 @click.option("--max-steps", default=None, type=click.IntRange(1), help="At most this many steps per fact model and run.")
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Models run at once (never two where one depends on the other).")
 @click.option("--turns", default=None, type=click.IntRange(1), hidden=True, help="Stop after this many turns (tests).")
 @click.pass_obj
-def serve(obj: _Context, select, exclude, target, interval, ttl, max_steps, turns) -> None:
+def serve(obj: _Context, select, exclude, target, interval, ttl, max_steps, threads, turns) -> None:
     """Refresh the selected models forever, sharing them with the other `serve` runners of the
     target (one of them, elected, hands the models out). SIGTERM/Ctrl-C stops after the current step."""
     from .artifacts import write_artifacts
@@ -352,7 +354,7 @@ def serve(obj: _Context, select, exclude, target, interval, ttl, max_steps, turn
     delta = any(manifest.models[name].table_format == "delta" for name in jobs)
     spark = LazySession(lambda: spark_session(settings, delta=delta or None), then=lambda session: check_sources(session, manifest, jobs))
     with target_lock(store, settings):
-        RunnerProcess(manifest, jobs, store, spark, ServeOptions(interval, ttl, max_steps, turns), click.echo).serve()
+        RunnerProcess(manifest, jobs, store, spark, ServeOptions(interval, ttl, max_steps, turns, threads), click.echo).serve()
 
 
 @cli.command()

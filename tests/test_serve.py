@@ -7,12 +7,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from compiler.serve.coordinator import COORDINATOR, Coordinator
+from compiler.serve.schedule import Job, JobState, Turns, startable
 from compiler.state import FencingError
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
@@ -105,7 +107,7 @@ def demo(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_one_runner_builds_refreshes_and_stops_on_sigterm_slow(demo, tmp_path):
     # the jobs a fact needs (a view, an mv, the fact): serve's life, not every kind's build, is tested here
-    first = mvflow(demo, "serve", "--select", "+orders_enriched", "--interval", "1", "--ttl", "10", "--turns", "1").stdout
+    first = mvflow(demo, "serve", "--select", "+orders_enriched", "--interval", "1", "--ttl", "10", "--turns", "1", "--threads", "2").stdout
     assert "is now the coordinator (token 1)" in first and "runner" in first and " stopped" in first, first
     assert "ERROR" not in first and "OK    fact  orders_enriched" in first, first
     assert "runners" not in mvflow(demo, "status").stdout.split("topic")[0]  # it left the store
@@ -120,3 +122,73 @@ def test_one_runner_builds_refreshes_and_stops_on_sigterm_slow(demo, tmp_path):
     assert "SIGTERM: stopping after" in text and " stopped" in text and "Traceback" not in text, text
     verified = mvflow(demo, "verify", "--select", "+orders_enriched").stdout
     assert "FAIL" not in verified and "orders_enriched" in verified, verified
+
+
+# -- which jobs start when (``compiler.serve.schedule``), simulated on a clock ------------------
+
+def simulate(jobs: dict, seconds: dict[str, float], threads: int, until: float, interval: float = 1.0) -> list[tuple]:
+    """A runner's life on a made-up clock: ``(start, end, job)`` of every run, each job taking
+    ``seconds[job]``; the runner looks again whenever a run ends or a tick passes."""
+    states: dict[str, JobState] = {}
+    running: dict[str, float] = {}  # job → when it ends
+    runs, now = [], 0.0
+    while now < until:
+        for name in startable(jobs, states, set(running), at(now), interval, threads):
+            running[name] = now + seconds[name]
+            states[name] = JobState(at(now), "success", tried=at(now))
+        now = min([*running.values(), now + interval / 4])
+        for name in [n for n, end in running.items() if end <= now]:
+            runs.append((states[name].last_run, at(running.pop(name)), name))
+            states[name].finished = at(now)
+    return runs
+
+
+DEMO = {  # the demo's serve jobs as schedule sees them (two independent lines)
+    "offer_ids": Job("numerator"),
+    "offers_wide": Job("mv", downstream={"category_stats", "orders_enriched"}),
+    "shop_stats": Job("table"),
+    "category_stats": Job("mv", upstream={"offers_wide"}),
+    "orders_enriched": Job("fact", upstream={"offers_wide"}),
+}
+COST = {"offer_ids": 33, "offers_wide": 40, "shop_stats": 9, "category_stats": 15, "orders_enriched": 13}
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_jobs_in_one_lineage_never_overlap_and_every_job_keeps_its_turns(threads):
+    runs = simulate(DEMO, COST, threads, until=2000)
+    for start, end, name in runs:
+        others = [r for r in runs if r[2] in DEMO[name].upstream | DEMO[name].downstream]
+        assert all(e <= start or s >= end for s, e, _ in others), (name, start)
+        assert sum(1 for s, e, _ in runs if s <= start < e) <= threads  # running when this one started
+    for upper, lower in (("offers_wide", "category_stats"), ("offers_wide", "orders_enriched")):
+        ends = [e for s, e, n in runs if n == upper]
+        starts = [s for s, e, n in runs if n == lower]
+        # between two runs of a model, each model below it runs once, on what the first one wrote
+        assert all(any(a <= s <= b for s in starts) for a, b in zip(ends, ends[1:])), (upper, lower)
+    if threads == 1:  # one at a time, in dependency order, turn after turn: a sequential runner's order
+        names = [n for _, _, n in sorted(runs)]
+        assert names[:10] == list(DEMO) * 2
+
+
+def test_more_threads_refresh_the_mv_more_often_and_a_fast_model_cannot_starve_a_slow_one():
+    counts = {t: Counter(n for _, _, n in simulate(DEMO, COST, t, until=3600)) for t in (1, 2)}
+    assert counts[2]["offers_wide"] > 1.4 * counts[1]["offers_wide"], counts
+    fast = {"top": Job("mv", downstream={"slow"}), "slow": Job("mv", upstream={"top"}), "quick": Job("table")}
+    seen = Counter(n for _, _, n in simulate(fast, {"top": 0.1, "slow": 30, "quick": 0.1}, threads=2, until=600))
+    assert seen["slow"] >= 19 and seen["top"] <= seen["slow"] + 1 and seen["quick"] > 1000, seen
+
+
+def test_a_view_runs_once_and_a_held_lease_is_tried_again_after_a_tick():
+    jobs = {"v": Job("view", downstream={"m"}), "m": Job("mv", upstream={"v"})}
+    assert Counter(n for _, _, n in simulate(jobs, {"v": 1, "m": 1}, 2, until=20))["v"] == 1
+    refused = {"m": JobState(tried=at(0), refused_until=at(2))}
+    assert startable({"m": Job("mv")}, refused, set(), at(1), 1, 1) == []
+    assert startable({"m": Job("mv")}, refused, set(), at(2), 1, 1) == ["m"]
+
+
+def test_a_turn_ends_when_each_job_due_at_its_start_has_had_a_try():
+    turns = Turns(limit=2)
+    assert not turns.step({"a", "b"}, {"a", "b"}, {"a"}) and turns.done == 0
+    assert not turns.step({"a"}, {"a", "b"}, {"b"}) and turns.done == 1  # a's second run belongs to turn 2
+    assert not turns.step({"a", "b"}, {"a"}, set())  # b moved to another runner: not owed
+    assert turns.step(set(), {"a"}, {"a"}) and turns.done == 2

@@ -13,6 +13,5 @@ Seed 000 → mvflow:
   ends (the topics' leases), rather than a START/STOP command queue to replay;
 - ``mv_handlers`` (what should run) → the project's selected models (``runner.job_order``).
 
-Pure decisions live apart: ``assign.balance`` (who runs what) and ``runner.due`` (whether a job
-runs now).
+Pure decisions live apart: ``assign.balance`` (who runs what) and ``schedule`` (which jobs start now).
 """

@@ -2,12 +2,12 @@
 
 Every runner (seed 000's MvRunner) registers in the state store and beats a heartbeat from a
 control thread, which also plays coordinator when it wins that lease (``coordinator``). The main
-thread works: it runs, in dependency order, the jobs (models) assigned to this runner that are
-due (``due``), each under a job lease (``serve:job:<model>``) and the topics' own leases, taken
-in this runner's name, so a job moved away mid-run is refused to its new runner until that run
-ends or its runner is gone.
+thread works: it starts the jobs (models) assigned to this runner as they fall due, up to
+``--threads`` at once and in dependency order (``schedule``), each under a job lease
+(``serve:job:<model>``) and the topics' own leases, taken in this runner's name, so a job moved
+away mid-run is refused to its new runner until that run ends or its runner is gone.
 
-SIGTERM or SIGINT asks for a graceful stop: the running model finishes (a fact ends after its
+SIGTERM or SIGINT asks for a graceful stop: the running models finish (a fact ends after its
 current step), the runner leaves the store and gives up the coordinator's lease, so the others
 take its jobs over at their next tick. A second signal cancels the Spark jobs and exits at once:
 the abandoned step is redone by the next holder from the offsets (``next`` is written before the
@@ -19,7 +19,8 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from dataclasses import dataclass, field
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Callable
 
@@ -33,11 +34,11 @@ from ..spark_connect import cancel_all_jobs
 from ..leases import kept
 from ..state import LeaseHeld, StateStore, default_holder
 from .coordinator import Coordinator
+from .schedule import Job, JobState, Turns, due, startable
 
 if TYPE_CHECKING:
     from ..manifest import Manifest
 
-ONCE = ("view",)  # kinds whose run only (re)creates a definition: once per assignment
 JOB_TOPIC = "serve:job:"  # + a model's name: the lease a runner holds while it runs the model
 
 
@@ -47,30 +48,7 @@ class ServeOptions:
     ttl: float = 30.0  # a runner's heartbeat, the coordinator's lease and the topics' leases live this long
     max_steps: int | None = None  # a fact's steps per run (None: until caught up)
     turns: int | None = None  # stop after this many work turns (tests; None: forever)
-
-
-@dataclass
-class JobState:
-    """What this runner knows of one job."""
-
-    last_run: datetime | None = None
-    last_status: str = ""
-
-
-def due(kind: str, job: JobState, now: datetime, interval: float) -> bool:
-    """Whether a job assigned to this runner should run now.
-
-    >>> t = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    >>> due("mv", JobState(), t, 60), due("mv", JobState(t), t + timedelta(seconds=30), 60)
-    (True, False)
-    >>> due("view", JobState(t, "success"), t + timedelta(days=1), 60), due("view", JobState(t, "error"), t + timedelta(seconds=61), 60)
-    (False, True)
-    """
-    if job.last_run is None:
-        return True
-    if kind in ONCE and job.last_status == "success":
-        return False
-    return now - job.last_run >= timedelta(seconds=interval)
+    threads: int = 1  # jobs run at once (independent ones: ``schedule``)
 
 
 @dataclass
@@ -87,8 +65,10 @@ class RunnerProcess:
     def __post_init__(self) -> None:
         self.stop = threading.Event()
         self.ticked = threading.Event()  # the control thread's first tick is done (a coordinator assigned)
-        self.doing = ""
+        self.doing: frozenset[str] = frozenset()  # the jobs running now (replaced whole: read by other threads)
+        self._doing_lock = threading.Lock()
         self.state = {job: JobState() for job in self.jobs}
+        self.lineage = lineage(self.manifest, self.jobs)
         self.coordinator = Coordinator(self.store, self.me, self.options.ttl)
         self.command = f"mvflow serve ({os.getpid()})"
         self.phase = phases.from_env()  # MVFLOW_KILL_AT: the tests' hook (once per process), a no-op otherwise
@@ -122,7 +102,7 @@ class RunnerProcess:
                 cancel_all_jobs(self.spark)
             os._exit(128 + signum)
         self.echo(f"{_clock()} | {signal.Signals(signum).name}: stopping after "
-                  + (f"the current step of {self.doing}" if self.doing else "this turn") + " (again to exit at once)")
+                  + (f"the current step of {', '.join(sorted(self.doing))}" if self.doing else "this turn") + " (again to exit at once)")
         self.stop.set()
 
     # -- the control thread: heartbeat and coordination ------------------------------------
@@ -145,24 +125,44 @@ class RunnerProcess:
 
     def _beat(self, was: bool) -> bool:
         now = self.now()
-        self.store.heartbeat(self.me, self.command, now, self.doing)
+        self.store.heartbeat(self.me, self.command, now, ", ".join(sorted(self.doing)))
         return self.coordinator.tick(self.jobs, now) if not self.stop.is_set() else was
 
     # -- the main thread: jobs ---------------------------------------------------------------
     def _work(self) -> None:
-        turns = 0
+        """Start the jobs ``schedule`` allows, as threads free up, until stopped; then let the
+        running ones end."""
         self.ticked.wait()
-        while not self.stop.is_set():
-            mine = {a.job for a in self.store.assignments() if a.runner == self.me}
-            for job in self.jobs:
-                if self.stop.is_set():
-                    break
-                if job in mine and due(self.manifest.models[job].kind.name, self.state[job], self.now(), self.options.interval):
-                    self._run(job)
-            turns += 1
-            if self.options.turns is not None and turns >= self.options.turns:
-                return
-            self.stop.wait(min(self.options.interval, self.options.ttl) / 4)
+        tick = min(self.options.interval, self.options.ttl) / 4
+        turns, running = Turns(self.options.turns), {}
+        with ThreadPoolExecutor(self.options.threads, thread_name_prefix="serve-job") as pool:
+            try:
+                while not self.stop.is_set():
+                    if self._start_due(pool, running, turns):
+                        break
+                    if not running:
+                        self.stop.wait(tick)
+                        continue
+                    finished, _ = wait(running, timeout=tick, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        del running[future]
+                        future.result()
+                for future in list(running):
+                    future.result()
+            except BaseException:
+                self.stop.set()  # the other running jobs end after their current step
+                raise
+
+    def _start_due(self, pool: ThreadPoolExecutor, running: dict[Future, str], turns: Turns) -> bool:
+        """Start what is due; True once the ``turns`` asked are done."""
+        mine = {a.job for a in self.store.assignments() if a.runner == self.me}
+        jobs = {name: self.lineage[name] for name in self.jobs if name in mine}
+        now, busy = self.now(), set(running.values())
+        due_now = {n for n in jobs if n not in busy and due(jobs[n].kind, self.state[n], now, self.options.interval)}
+        started = startable(jobs, self.state, busy, now, self.options.interval, self.options.threads)
+        for name in started:
+            running[pool.submit(self._run, name)] = name
+        return turns.step(due_now, mine, set(started))
 
     def _run(self, job: str) -> None:
         """Run one job under its job lease: a job just moved here waits until its old runner's run
@@ -170,19 +170,35 @@ class RunnerProcess:
         ttl, started = self.options.ttl, self.now()
         try:
             lease = self.store.acquire(JOB_TOPIC + job, self.me, ttl, started)
-        except LeaseHeld:
-            return  # its previous runner is still on it: next turn
-        self.doing = job
-        self.store.heartbeat(self.me, self.command, started, job)
+        except LeaseHeld:  # its previous runner is still on it: after a tick
+            retry = timedelta(seconds=min(self.options.interval, ttl) / 4)
+            self.state[job] = replace(self.state[job], tried=started, refused_until=started + retry)
+            return
+        self._doing(job, True)
+        self.store.heartbeat(self.me, self.command, started, ", ".join(sorted(self.doing)))
         options = RunOptions(self.store, max_steps=self.options.max_steps, echo=self.progress.echo, holder=self.me,
                              lease_ttl=ttl, stopping=self.stop.is_set, phase=self.phase, progress=self.progress)
         try:
             with kept(self.store, lambda: [lease], ttl, self.now):
                 report = run_models(self.spark, self.manifest, [job], echo=self.progress.echo, options=options)
         finally:
-            self.doing = ""
+            self._doing(job, False)
             self.store.release(lease)
-        self.state[job] = JobState(started, report.results[0].status if report.results else "error")
+        status = report.results[0].status if report.results else "error"
+        self.state[job] = JobState(started, status, tried=started, finished=self.now())
+
+    def _doing(self, job: str, running: bool) -> None:
+        with self._doing_lock:
+            self.doing = self.doing | {job} if running else self.doing - {job}
+
+
+def lineage(manifest: "Manifest", jobs: list[str]) -> dict[str, Job]:
+    """Each job's kind and the jobs above and below it in the project's DAG."""
+    ids = {model_id(n): n for n in jobs}
+    return {name: Job(manifest.models[name].kind.name,
+                      frozenset(ids[a] for a in nx.ancestors(manifest.graph, model_id(name)) if a in ids),
+                      frozenset(ids[d] for d in nx.descendants(manifest.graph, model_id(name)) if d in ids))
+            for name in jobs}
 
 
 def job_order(manifest: "Manifest", selected: list[str]) -> list[str]:
