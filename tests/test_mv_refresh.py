@@ -280,6 +280,42 @@ def test_stacked_mv_rebuilds_after_an_upstream_build_no_mv_read(spark, tmp_path)
     w.check("stacked")
 
 
+@pytest.mark.parametrize("table_format", FORMATS)
+def test_a_stacked_mv_goes_on_by_key_after_a_build_its_upstream_chose_and_rebuilds_after_one_asked(
+        spark, tmp_path, table_format, monkeypatch):
+    """A build the cost model chose once the affected keys were counted publishes those keys (the
+    other keys' rows are unchanged): the MV reading it refreshes by key, also over the batches before
+    it. A build asked for (every key may have changed) publishes none: the reader rebuilds."""
+    from mv_world import WIDE
+
+    from compiler.kinds.mv import strategy
+
+    w = World(spark, tmp_path, {"wide": WIDE, "stacked": STACKED}, table_format)
+    seed(w)
+    w.refresh("wide")
+    assert w.refresh("stacked").mode == "build"
+    w.put("shops", id=100, name="Renamed")
+    assert w.refresh("wide").mode == "refresh"          # `stacked` stays behind this batch
+    w.put("regions", id=2, name="Sud")
+    w.put("offers", id=5, title="moved", shop_id=300)
+    chosen = lambda kind, affected, rows, history: strategy.Decision(strategy.FULL, "a full build is cheaper", affected, rows)  # noqa: E731
+    with monkeypatch.context() as patched:
+        patched.setattr(strategy, "after_keys", chosen)
+        built = w.refresh("wide")
+    assert built.mode == "build" and built.reason == "a full build is cheaper"
+    published = spark.sql(f"SELECT mvflow_batch, count(*) AS n FROM {w.db}.wide__mvflow_changes GROUP BY 1").collect()
+    assert {r.mvflow_batch: r.n for r in published} == {2: 2, 3: built.decision.keys}  # batch 2's kept too
+    outcome = w.refresh("stacked")
+    assert outcome.mode == "refresh" and outcome.changed["wide"] > 0, outcome
+    w.check("stacked")
+    w.put("shops", id=100, name="Again")
+    assert w.refresh("wide", full_refresh=True).mode == "build"
+    outcome = w.refresh("stacked")
+    assert outcome.mode == "build" and "without publishing its keys" in outcome.reason, outcome
+    w.check("stacked")
+    assert {r.shop for r in w.table("stacked") if r.id in (1, 2)} == {"Again"}
+
+
 def test_full_build_reads_a_feed_that_was_empty_from_the_start(parquet_world):
     world = parquet_world
     world.rows["prices_changes"].clear()                 # the source and its feed are re-created...

@@ -175,7 +175,7 @@ def test_more_threads_refresh_the_mv_more_often_and_a_fast_model_cannot_starve_a
     assert counts[2]["offers_wide"] > 1.4 * counts[1]["offers_wide"], counts
     fast = {"top": Job("mv", downstream={"slow"}), "slow": Job("mv", upstream={"top"}), "quick": Job("table")}
     seen = Counter(n for _, _, n in simulate(fast, {"top": 0.1, "slow": 30, "quick": 0.1}, threads=2, until=600))
-    assert seen["slow"] >= 19 and seen["top"] <= seen["slow"] + 1 and seen["quick"] > 1000, seen
+    assert seen["slow"] >= 19 and seen["top"] <= seen["slow"] + 1 and seen["quick"] > 500, seen  # every second or so
 
 
 def test_a_view_runs_once_and_a_held_lease_is_tried_again_after_a_tick():

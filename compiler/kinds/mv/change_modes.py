@@ -225,11 +225,11 @@ class UpstreamMv(ChangeMode):
         return Seen(True, tuple(offset.last), self.current(run) or tuple(offset.last))
 
     def rebuild_reason(self, run: Batch, offset: Offset) -> str | None:
-        """An upstream build that published no keys (no MV read it then) ends what can be continued."""
+        """An upstream batch that published no keys (a build, or no MV read it then) ends what can be continued."""
         upstream = run.store.get(self.info.id)
         skipped = MvState.parse(upstream.state).unpublished if upstream is not None and upstream.state else 0
         if offset.last and skipped and int(offset.last[0]) < skipped:
-            return f"{self.input_id} was rebuilt in batch {skipped} without publishing its keys (no MV read it then)"
+            return f"{self.input_id} was rebuilt in batch {skipped} without publishing its keys (every key may have changed)"
         return super().rebuild_reason(run, offset)
 
 

@@ -319,6 +319,7 @@ class _Refresh:
         self.span = 1  # batch numbers the batch takes: a chunked batch writes chunk i as batch + i
         self.resume = False  # a chunked batch resumed after a crash: ranges and snapshots as planned then
         self.affected_parts: dict[int, "DataFrame"] = {}
+        self.known_keys = False  # a build switched to after its affected keys were counted (view ``keys`` kept)
         self.storage = storage_for(self)
 
     # -- orchestration -------------------------------------------------------------------
@@ -465,21 +466,28 @@ class _Refresh:
             mode.build(self, batch)
         self.phase("mv:build-snapshots")
         new_state = self.storage.build(state, batch)
-        new_state.built = batch
+        new_state.built = state.built if self.known_keys else batch  # the keys published: serving stores go on by key
         self._commit(batch, ranges, new_state, new_state.base_rows, {}, keys=new_state.base_rows)
         return Outcome(batch, "build", rows=new_state.base_rows, groups=new_state.groups, reason=reason,
                        decision=self.decision)
 
-    def publish_all(self, rows: "DataFrame", old: "DataFrame | None", batch: int, **args: Any) -> int:
-        """After a build every key may have changed: publish the keys of the new ``rows`` and of the
-        ``old`` ones for the MVs that read this one (``MvPlan.consumers``). With none, only the empty
-        table later batches publish into is made, and the build's batch is returned
-        (``MvState.unpublished``: an MV that reads this one from an older batch must rebuild); else 0."""
-        self._sql("drop_changes")
+    def publish_all(self, rows: "DataFrame", old: "Callable[[], DataFrame] | None", batch: int, **args: Any) -> int:
+        """After a build, the keys for what reads them (``MvPlan.consumers``). A batch that switched
+        to the build after counting its affected keys publishes those, as a refresh by key would: the
+        rows of every other key are unchanged, so readers go on by key. Otherwise every key may have
+        changed: an MV or serving store reading this one would replace all its rows, so it rebuilds
+        instead, and only a batch-scoped test gets every key of the new ``rows`` and the ``old`` ones
+        (it checks the whole MV after a build). Returns the build's batch when it published no keys
+        (``MvState.unpublished``: a reader at an older batch rebuilds), else 0."""
+        if not (self.known_keys and self.plan.consumers):  # a reader at an older batch rebuilds: its keys can go
+            self._sql("drop_changes")
         self._sql("create_changes", **args)
-        if not self.plan.consumers:
+        if self.known_keys and self.plan.consumers:
+            self._sql("publish_all", batch=batch)  # view ``keys``: the affected keys
+            return 0
+        if not any(c.startswith("test:") for c in self.plan.consumers):
             return batch
-        keys = self.published(rows) if old is None else self.published(rows).union(self.published(old))
+        keys = self.published(rows) if old is None else self.published(rows).union(self.published(old()))
         self._view("keys", keys.distinct())  # read once, by the publish
         self._sql("publish_all", batch=batch)
         return 0
@@ -526,7 +534,7 @@ class _Refresh:
         else:
             self.decision = strategy.after_keys(kind, outcome.affected, rows, self.history)
         if self.decision.strategy == FULL:
-            return self._switch_to_build(batch, state, self.decision)
+            return self._switch_to_build(batch, state, self.decision, keys_known=True)
         outcome.decision = self.decision
         if self.decision.strategy == CHUNKED:
             outcome.resumed_at = self._write_chunks(batch, state, self.decision.chunks)
@@ -549,10 +557,14 @@ class _Refresh:
         self.storage.compact(state)
         self._log_step(batch, self.now(), 0, started, strategy.COMPACTION, {"rows": state.base_rows, "reason": reason})
 
-    def _switch_to_build(self, batch: int, state: MvState, decision: Decision) -> Outcome:
+    def _switch_to_build(self, batch: int, state: MvState, decision: Decision, keys_known: bool = False) -> Outcome:
+        """A full build after all; a plain MV whose affected keys are counted keeps them (view
+        ``keys``) for the build to publish (``publish_all``)."""
         self.echo(f"{self.plan.name}: {decision.reason}, switching to a full build ({decision.words()})")
         self.phase("mv:fanout-guard")
-        self._drop_views()
+        self.known_keys = keys_known and not (self.plan.grouped or self.plan.grain)
+        if not self.known_keys:
+            self._drop_views()
         return self._build(batch, state, self._plan_ranges(batch, fresh=True), decision.reason, decision)
 
     def _write_keys(self, batch: int, state: MvState, keys: int) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ...source_keys import DuplicateKeys
 from ...spark_connect import observed
@@ -57,7 +57,7 @@ class MvState:
     version: int = -1  # delta: the table's version at the last commit
     chunked: dict = field(default_factory=dict)  # a chunked batch in progress: {batch, chunks, done}
     cluster_by: list = field(default_factory=list)  # delta: the clustering columns the table was given
-    unpublished: int = 0  # the last full build, when it published no keys (no MV read this one then)
+    unpublished: int = 0  # the last batch that published no keys (a build, or no reader asked for them then)
     built: int = 0  # the batch of the last full build (a serving store's publish then starts anew)
     groups: int | None = None  # a GROUP BY MV's group rows (base_rows holds its members too; parquet: like it, as of
     # the last build or compaction); None: not counted
@@ -131,7 +131,7 @@ class Runner(Protocol):
     def view(self, what: str, frame: "DataFrame") -> None: ...
     def checkpoint(self, frame: "DataFrame", rows: int) -> "DataFrame": ...
     def save_state(self, state: MvState) -> None: ...
-    def publish_all(self, rows: "DataFrame", old: "DataFrame | None", batch: int, **args: Any) -> int: ...
+    def publish_all(self, rows: "DataFrame", old: "Callable[[], DataFrame] | None", batch: int, **args: Any) -> int: ...
     @property
     def definition(self) -> str: ...
 
@@ -220,7 +220,7 @@ class ParquetStorage:
         run.phase("mv:build-base-written")
         old = None
         if run.plan.consumers and self.exists(state) and state.definition == run.definition:
-            old = self._rows(state.slot)
+            old = lambda: self._rows(state.slot)  # noqa: E731 - read only if every key is published
         unpublished = run.publish_all(run.spark.table(self._table("base", slot)), old, batch,
                                       base_table=self._table("base", slot))
         run.phase("mv:build-published")
@@ -351,8 +351,8 @@ class DeltaStorage:
         run = self.run
         run.save_state(replace(state, swapping="table"))
         run.phase("mv:build-marked")
-        # the old keys, resolved before the table is replaced (every key may have changed)
-        old = self._as_of(state.version) \
+        # the old keys, for a publish of every key (read by time travel once the table is replaced)
+        old = (lambda: self._as_of(state.version)) \
             if run.plan.consumers and self.exists(state) and state.definition == run.definition else None
         switching = state.version < 0 or bool(state.slot)  # the last state is not this format's: parquet's may be there
         behind_view = self.table != run.plan.relation
