@@ -156,7 +156,7 @@ class Options:
     every: float = 10.0      # seconds between batches landing
     minutes: float = 30.0
     interval: float = 5.0    # serve --interval
-    threads: int = 2         # serve --threads (the demo's two lines side by side)
+    threads: int = 1         # serve --threads (2 measured slower at 1M on 2 cores: bench/results/f1-1m.md)
     select: str = ""
     dsn: str = ""            # a PostgreSQL server (its postgres database); empty: a throwaway one
     out: Path = WORK
