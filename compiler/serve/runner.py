@@ -102,7 +102,7 @@ class RunnerProcess:
                 cancel_all_jobs(self.spark)
             os._exit(128 + signum)
         self.echo(f"{_clock()} | {signal.Signals(signum).name}: stopping after "
-                  + (f"the current step of {', '.join(sorted(self.doing))}" if self.doing else "this turn") + " (again to exit at once)")
+                  + (f"the current step of {self._doing_text()}" if self.doing else "this turn") + " (again to exit at once)")
         self.stop.set()
 
     # -- the control thread: heartbeat and coordination ------------------------------------
@@ -125,7 +125,7 @@ class RunnerProcess:
 
     def _beat(self, was: bool) -> bool:
         now = self.now()
-        self.store.heartbeat(self.me, self.command, now, ", ".join(sorted(self.doing)))
+        self.store.heartbeat(self.me, self.command, now, self._doing_text())
         return self.coordinator.tick(self.jobs, now) if not self.stop.is_set() else was
 
     # -- the main thread: jobs ---------------------------------------------------------------
@@ -175,7 +175,7 @@ class RunnerProcess:
             self.state[job] = replace(self.state[job], tried=started, refused_until=started + retry)
             return
         self._doing(job, True)
-        self.store.heartbeat(self.me, self.command, started, ", ".join(sorted(self.doing)))
+        self.store.heartbeat(self.me, self.command, started, self._doing_text())
         options = RunOptions(self.store, max_steps=self.options.max_steps, echo=self.progress.echo, holder=self.me,
                              lease_ttl=ttl, stopping=self.stop.is_set, phase=self.phase, progress=self.progress)
         try:
@@ -186,6 +186,9 @@ class RunnerProcess:
             self.store.release(lease)
         status = report.results[0].status if report.results else "error"
         self.state[job] = JobState(started, status, tried=started, finished=self.now())
+
+    def _doing_text(self) -> str:
+        return ", ".join(sorted(self.doing))
 
     def _doing(self, job: str, running: bool) -> None:
         with self._doing_lock:
