@@ -140,6 +140,16 @@ def delta_version(spark: "SparkSession", relation: str) -> int:
         return delta_commit(spark, relation)[0]
 
 
+def logged_version(spark: "SparkSession", relation: str) -> int | None:
+    """The newest version of a Delta table read from its log without a Spark job; None when that
+    cannot be known so (not a Delta table, a view, no history, or Spark Connect: no JVM here)."""
+    try:
+        version = _log_version(spark, relation)
+    except Exception:  # noqa: BLE001 - not a table of Delta's, or not a classic session
+        return None
+    return version if version >= 0 else None
+
+
 def _log_version(spark: "SparkSession", relation: str) -> int:
     jvm, session = spark._jvm, spark._jsparkSession  # type: ignore[attr-defined]
     table = session.sessionState().sqlParser().parseTableIdentifier(relation)

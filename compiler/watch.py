@@ -155,13 +155,36 @@ def local_location(spark: "SparkSession", relation: str, own: bool = False) -> s
 
     if is_connect(spark):
         return None
-    if not spark.catalog.tableExists(relation):
+    try:
+        exists, location = _catalog_location(spark, relation)
+    except Exception:  # noqa: BLE001 - not in the session catalog's terms: DESCRIBE answers
+        exists, location = _described_location(spark, relation)
+    if not exists:
         return _managed_location(spark, relation, own)
+    return _local_path(location) if location else None
+
+
+def _catalog_location(spark: "SparkSession", relation: str) -> tuple[bool, str | None]:
+    """Whether the table exists and its location (None: a view), from the session catalog in the
+    JVM: ~1 ms, where ``DESCRIBE TABLE EXTENDED`` is ~40 ms (a run watches every input and output)."""
+    session = spark._jsparkSession  # type: ignore[attr-defined]
+    table = session.sessionState().sqlParser().parseTableIdentifier(relation)
+    catalog = session.sessionState().catalog()
+    if not catalog.tableExists(table):
+        return False, None
+    metadata = catalog.getTableMetadata(table)
+    uri = metadata.storage().locationUri()
+    if metadata.tableType().name() == "VIEW" or not uri.isDefined():
+        return True, None
+    return True, uri.get().toString()
+
+
+def _described_location(spark: "SparkSession", relation: str) -> tuple[bool, str | None]:
+    if not spark.catalog.tableExists(relation):
+        return False, None
     rows = spark.sql(f"DESCRIBE TABLE EXTENDED {relation}").collect()
     details = {row["col_name"]: row["data_type"] for row in rows}
-    if details.get("Type") == "VIEW" or not details.get("Location"):
-        return None
-    return _local_path(details["Location"])
+    return True, None if details.get("Type") == "VIEW" else details.get("Location") or None
 
 
 def _managed_location(spark: "SparkSession", relation: str, own: bool = False) -> str | None:

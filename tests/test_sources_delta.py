@@ -176,6 +176,34 @@ def test_missing_change_data_falls_back_to_a_full_build(world):
     world.check()
 
 
+def test_a_build_probes_its_delta_inputs_beside_it_as_of_the_version_it_pinned(world, monkeypatch):
+    # A build known before the probe pins each Delta position input to its newest version and probes
+    # it beside the build. A row landing after the pin is in the build (it reads the table later) but
+    # past the position recorded, so the next batch reads it again (by key: the same row).
+    from compiler.kinds.mv import change_modes
+
+    pin = change_modes.Positions.pin
+    landed = []
+
+    def pin_then_land(mode, run):
+        pinned = pin(mode, run)
+        if mode.input_id.endswith(".offers") and not landed:
+            world.put("offers", id=4, title="after the pin")
+            world.flush()
+            landed.append(delta_version(world.spark, mode.table))
+        return pinned
+
+    monkeypatch.setattr(change_modes.Positions, "pin", pin_then_land)
+    offers = f"{world.db}.offers"
+    pinned_at = delta_version(world.spark, offers)
+    build = world.refresh(full_refresh=True)
+    assert build.mode == "build" and build.covered and landed == [pinned_at + 1], (build, landed)
+    world.check()                                                  # the build read the row
+    assert world.short(world.refresh()) == {"offers": 1}           # its position was not recorded
+    world.check()
+    assert world.refresh().reason == "up to date"
+
+
 def test_bad_cdf_declarations_fail_naming_the_yaml_line(spark, tmp_path):
     from compiler.drift import check_sources
 

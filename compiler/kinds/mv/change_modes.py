@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ...errors import Problem, RunError
 from ...state import Offset, StateStore
-from ...table_format import DELTA, delta_version, table_details
+from ...table_format import DELTA, delta_version, logged_version, table_details
 from .decisions import Seen, input_range
 from .derive import Derived, bind_literal
 from .plan import BATCH, MvPlan
@@ -172,6 +172,14 @@ class Positions(ChangeMode):
 
     words = "position"
     rows_are_keys = True  # the table itself: one row per key, so its rows past ``last`` are its changed keys
+    pinned: int | None = None  # a Delta version the probe reads as of (``pin``), else the table as it is
+
+    def pin(self, run: Batch) -> bool:
+        """Pin the probe to the table's newest Delta version, read from its log (no job), so that
+        it can run beside a build that reads the table after this: the build sees at least that
+        version, so every position the probe finds was read. False: not a Delta table."""
+        self.pinned = logged_version(run.spark, self.table)
+        return self.pinned is not None
 
     def probe(self, run: Batch, last: tuple | None, column: str) -> "DataFrame":
         """The newest position, among the rows past ``last`` only when given (none: it is ``last``),
@@ -180,7 +188,8 @@ class Positions(ChangeMode):
         aggregate counts those rows: the strategy's first estimate of a batch's size."""
         from pyspark.sql import functions as F
 
-        table = run.spark.table(self.table)
+        table = run.spark.table(self.table) if self.pinned is None \
+            else run.spark.read.option("versionAsOf", self.pinned).table(self.table)
         run.probe.types[self.input_id] = types = {f.name.lower(): f.dataType.typeName() for f in table.schema.fields}
         self.last, self.column = last, column
         if last:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,7 +46,7 @@ from ...state import Commit, Lease, Offset, StateStore, StepLogRow, default_hold
 from ...table_format import DELTA
 from ..table import SLOTS, slot_table
 from . import MvKind, strategy
-from .change_modes import ChangeMode, Probe, history_gone, resolve
+from .change_modes import ChangeMode, Positions, Probe, history_gone, resolve
 from .decisions import Seen, new_input, rebuild_reason, up_to_date
 from .derive import Derived, derived
 from .plan import MvPlan, mv_plan
@@ -349,7 +350,8 @@ class _Refresh:
         self.modes = resolve(self.spark, self.plan)
         self._adaptive(False)  # the probe and a key-driven batch (``_build`` turns it back on)
         reason = reason or self._mode_reason()  # offsets kept by another mode: before a probe reads them
-        self.probe = self._probe(since_last=reason is None)
+        pinned = self._pin() if reason is not None else frozenset()
+        self.probe = self._probe(since_last=reason is None, skip=pinned)
         if reason is None and self._mode_reason():  # a re-created table, seen by the probe
             reason = self._mode_reason()
             self.probe = self._probe(since_last=False)
@@ -368,6 +370,11 @@ class _Refresh:
             forced = strategy.before_changes(self.kind, state.base_rows, self.history, probed)
             reason, forced = (forced.reason, forced) if forced.strategy == FULL else (None, None)
         self.store.set_next(self.leases[self.plan.topic()], (batch,), self.now())
+        if pinned:  # the build plans its ranges once the probe beside it is done
+            self._sql("create_schema")
+            outcome = self._build(batch, state, None, reason, pinned=pinned)
+            outcome.redo, outcome.covered = self.redo, self._covers()
+            return outcome
         ranges = self._plan_ranges(batch, fresh=reason is not None)
         if reason is None and new_input(ranges):
             reason = "a new input"
@@ -392,19 +399,38 @@ class _Refresh:
         return True
 
     # -- the no-op fast path and the current positions -----------------------------------
-    def _probe(self, since_last: bool) -> Probe:
+    def _probe(self, since_last: bool, skip: frozenset[str] = frozenset()) -> Probe:
         """What the inputs hold now, in one Spark query for all the modes that ask one (newest
         positions, fingerprints; see ``compiler.kinds.mv.change_modes``). With ``since_last`` a mode may
-        look only past the committed ``last``; a rebuild asks for the true newest."""
-        self.probe, frames = Probe(), []
+        look only past the committed ``last``; a rebuild asks for the true newest. ``skip``: the
+        inputs pinned for a probe beside the build (``_probe_pinned``)."""
+        self.probe = Probe()
+        self._probe_inputs(since_last, lambda input_id: input_id not in skip)
+        return self.probe
+
+    def _probe_pinned(self, pinned: frozenset[str]) -> None:
+        """The probe of the ``pinned`` inputs, into ``self.probe`` (run beside a build)."""
+        self._probe_inputs(False, lambda input_id: input_id in pinned)
+
+    def _probe_inputs(self, since_last: bool, which: Callable[[str], bool]) -> None:
+        frames = []
         for n, (input_id, mode) in enumerate(self.modes.items()):
+            if not which(input_id):
+                continue
             offset = self.store.get(self.plan.topic(input_id)) if since_last else None
             frame = mode.probe(self, tuple(offset.last) if offset is not None and offset.last else None, f"p{n}")
             if frame is not None:
                 frames.append(frame)
         for row in _union_all(frames).collect() if frames else []:
             self.modes[row["input"]].read_probe(self, row)
-        return self.probe
+
+    def _pin(self) -> frozenset[str]:
+        """Before a build known from the start: the position and feed inputs stored as Delta, each
+        pinned to its newest version read from its log (no job; not over Spark Connect), so that
+        their probe runs beside the build (``Positions.pin``) instead of as a fixed cost before it,
+        which the peer's one statement does not pay. The others are probed first, as before a batch."""
+        return frozenset(input_id for input_id, mode in self.modes.items()
+                         if isinstance(mode, Positions) and mode.pin(self))
 
     def _mode_reason(self) -> str | None:
         """Why an input's committed position cannot be continued from (another mode kept it, its
@@ -456,16 +482,26 @@ class _Refresh:
         return ranges
 
     # -- full build ----------------------------------------------------------------------
-    def _build(self, batch: int, state: MvState, ranges: dict, reason: str, decision: Decision | None = None) -> Outcome:
+    def _build(self, batch: int, state: MvState, ranges: dict | None, reason: str, decision: Decision | None = None,
+               pinned: frozenset[str] = frozenset()) -> Outcome:
+        """A full build. Without ``ranges`` (a build known before the probe) the ``pinned`` inputs'
+        probe runs beside it and the ranges are planned after it, before the commit."""
         self.echo(f"{self.plan.name}: full build, batch {batch} ({reason})")
         self._adaptive(True)
         self.decision = decision or Decision(FULL, reason, rows=state.base_rows)
         self.span = 1  # a chunked try left partitions after batch: the new slot's delta starts empty
         self.snapshot_fingerprints = None  # every snapshot is taken anew
-        for mode in self.modes.values():
-            mode.build(self, batch)
-        self.phase("mv:build-snapshots")
-        new_state = self.storage.build(state, batch)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"probe-{self.plan.name}") as beside:
+            probing = beside.submit(self._probe_pinned, pinned) if pinned else None
+            for mode in self.modes.values():
+                mode.build(self, batch)
+            self.phase("mv:build-snapshots")
+            new_state = self.storage.build(state, batch)
+            if probing is not None:
+                probing.result()
+        if ranges is None:
+            ranges = self._plan_ranges(batch, fresh=True)
+            self.phase("mv:next-written")
         new_state.built = state.built if self.known_keys else batch  # the keys published: serving stores go on by key
         self._commit(batch, ranges, new_state, new_state.base_rows, {}, keys=new_state.base_rows)
         return Outcome(batch, "build", rows=new_state.base_rows, groups=new_state.groups, reason=reason,
