@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import sys
+import threading
 from decimal import Decimal
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from compiler.project import load_project
 from compiler.table_format import delta_version, table_details
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
-from mv_world import KEYS, SCHEMAS, World, seed  # noqa: E402
+from mv_world import KEYS, SCHEMAS, WIDE, World, seed  # noqa: E402
 from tiny_spark import rows_frame  # noqa: E402
 
 # offers: position on Delta; warehouses and prices: the Change Data Feed (hard deletes);
@@ -47,8 +48,8 @@ class DeltaWorld(World):
     """The MV oracle world with some sources as Delta tables (Change Data Feed on). A flush
     applies each Delta table's changes with one MERGE, so its feed holds exactly those rows."""
 
-    def __init__(self, spark, root: Path, cdf: bool = True):
-        super().__init__(spark, root)
+    def __init__(self, spark, root: Path, cdf: bool = True, models: dict[str, str] | None = None):
+        super().__init__(spark, root, models)
         self.cdf = cdf
         (root / "lineage/t.yml").write_text(LINEAGE.format(db=self.db))
         self.manifest = compile_project(load_project(root))
@@ -200,6 +201,41 @@ def test_a_build_probes_its_delta_inputs_beside_it_as_of_the_version_it_pinned(w
     assert build.mode == "build" and build.covered and landed == [pinned_at + 1], (build, landed)
     world.check()                                                  # the build read the row
     assert world.short(world.refresh()) == {"offers": 1}           # its position was not recorded
+    world.check()
+    assert world.refresh().reason == "up to date"
+
+
+def test_an_mv_built_every_batch_knows_from_its_delta_versions_when_nothing_changed(spark, tmp_path, monkeypatch):
+    # config(strategy='full') (as a small MV whose refresh of one key costs more than its build)
+    # decides the build before the probe: a Delta position input is then not probed first. Its
+    # version kept at the last commit tells whether anything changed; if so, its probe runs
+    # beside the build, in another thread.
+    from compiler.kinds.mv import change_modes
+
+    world = DeltaWorld(spark, tmp_path, models={"wide": WIDE.replace("strategy='incremental'", "strategy='full'")})
+    seed(world)
+    assert world.refresh().mode == "build"
+    world.check()
+    probed, probe = [], change_modes.Positions.probe
+
+    def spy(mode, run, last, column):
+        probed.append((mode.input_id.split(".")[-1], threading.current_thread() is threading.main_thread()))
+        return probe(mode, run, last, column)
+
+    monkeypatch.setattr(change_modes.Positions, "probe", spy)
+    assert world.refresh().reason == "up to date"
+    assert probed == [("shops", True)], probed                     # parquet: probed; Delta offers: its version
+    probed.clear()
+    world.put("offers", id=2, title="renamed")
+    outcome = world.refresh()
+    assert outcome.mode == "build" and "strategy='full'" in outcome.reason, outcome
+    assert sorted(probed) == [("offers", False), ("shops", True)], probed
+    world.check()
+    world.put("offers", id=3, title="crashed")                       # a crash with the probe beside the build
+    with pytest.raises(Crash):
+        world.refresh(phase=crash_at("mv:build-base-written"))
+    world.put("offers", id=5, title="landed before the redo")
+    assert world.refresh().mode == "build"
     world.check()
     assert world.refresh().reason == "up to date"
 

@@ -80,6 +80,7 @@ class Batch(Protocol):
     derived: Derived
     store: StateStore
     probe: Probe
+    ranges: dict[str, tuple[Any, Any]]  # (last, next) per input of the batch, once planned
     redo: bool
     resume: bool  # a chunked batch resumed after a crash: ranges and snapshots as its first try planned
 
@@ -197,6 +198,23 @@ class Positions(ChangeMode):
         newest = F.max(F.struct(*[table[c] for c in self.info.position]))  # lexicographic, as the range is
         return table.agg(newest.alias(column), F.count(F.lit(1)).alias(f"{column}_rows")) \
             .select(F.lit(self.input_id).alias("input"), column, f"{column}_rows")
+
+    def seen(self, run: Batch, offset: Offset) -> Seen:
+        """Not probed yet (its probe runs beside a build decided before it): the version pinned
+        against the one the last commit kept, if it kept one (``state``); the same version means
+        the same rows. Otherwise the newest position the probe saw."""
+        if self.input_id in run.probe.positions or self.pinned is None:
+            return super().seen(run, offset)
+        kept = _state(offset.state).get("version")
+        return Seen(kept is not None, kept, self.pinned)
+
+    def state(self, run: Batch, taken: str | None) -> str:
+        """The version the probe read, when the batch read up to the position the probe found there
+        (not a redo's older range): the next batch's probe can then be skipped while it is unchanged."""
+        planned, probed = run.ranges[self.input_id][1], run.probe.positions.get(self.input_id)
+        if self.pinned is not None and tuple(planned or ()) == tuple(probed or ()):
+            return json.dumps({"version": self.pinned})
+        return super().state(run, taken)
 
     def read_probe(self, run: Batch, row: Any) -> None:
         newest = row[self.column]

@@ -350,10 +350,13 @@ class _Refresh:
         self.modes = resolve(self.spark, self.plan)
         self._adaptive(False)  # the probe and a key-driven batch (``_build`` turns it back on)
         reason = reason or self._mode_reason()  # offsets kept by another mode: before a probe reads them
-        pinned = self._pin() if reason is not None else frozenset()
-        self.probe = self._probe(since_last=reason is None, skip=pinned)
+        self.history = history(self.store, self.plan.topic())
+        forced = self._early_build(state) if reason is None and not offset.in_flight else None
+        pinned = self._pin()
+        beside = pinned if reason is not None or forced is not None else frozenset()  # probed beside the build
+        self.probe = self._probe(since_last=reason is None, skip=beside)
         if reason is None and self._mode_reason():  # a re-created table, seen by the probe
-            reason = self._mode_reason()
+            reason, forced, beside = self._mode_reason(), None, frozenset()
             self.probe = self._probe(since_last=False)
         self.phase("mv:probed")
         if reason is None and not offset.in_flight and self._up_to_date():
@@ -361,33 +364,35 @@ class _Refresh:
             return Outcome(int(offset.last[0]), "noop", reason="up to date")
         self.redo = offset.in_flight
         batch = int(offset.next[0]) if offset.in_flight else int(offset.last[0]) + 1 if offset.last else 1
-        self.history = history(self.store, self.plan.topic())
-        forced = None
         if reason is None and self.redo and state.chunked.get("batch") == batch:
             self.resume, self.span = True, int(state.chunked["chunks"])
-        elif reason is None:  # decided without any key: config(strategy='full'), or a small MV
+        elif reason is None and forced is None:  # decided without any key: on the keys the probe counted
             probed = max((self.probe.changed_keys.get(part.main_input, 0) for part in self.plan.parts), default=0)
-            forced = strategy.before_changes(self.kind, state.base_rows, self.history, probed)
-            reason, forced = (forced.reason, forced) if forced.strategy == FULL else (None, None)
+            decided = strategy.before_changes(self.kind, state.base_rows, self.history, probed)
+            forced = decided if decided.strategy == FULL else None
+        reason = forced.reason if forced is not None else reason
         self.store.set_next(self.leases[self.plan.topic()], (batch,), self.now())
-        if pinned:  # the build plans its ranges once the probe beside it is done
-            self._sql("create_schema")
-            outcome = self._build(batch, state, None, reason, pinned=pinned)
-            outcome.redo, outcome.covered = self.redo, self._covers()
-            return outcome
-        ranges = self._plan_ranges(batch, fresh=reason is not None)
-        if reason is None and new_input(ranges):
+        ranges = None if beside else self._plan_ranges(batch, fresh=reason is not None)  # else after the build
+        if ranges is not None and reason is None and new_input(ranges):
             reason = "a new input"
             ranges = self._plan_ranges(batch, fresh=True)
-        self.phase("mv:next-written")
+        if ranges is not None:
+            self.phase("mv:next-written")
         if forced is not None:
             self.echo(f"{self.plan.name}: {forced.reason}, a full build ({forced.words()})")
             self.phase("mv:fanout-guard")
         self._sql("create_schema")
-        outcome = self._build(batch, state, ranges, reason, forced) if reason is not None \
+        outcome = self._build(batch, state, ranges, reason, forced, beside) if reason is not None \
             else self._refresh(batch, state, ranges)
         outcome.redo, outcome.covered = self.redo, self._covers()
         return outcome
+
+    def _early_build(self, state: MvState) -> Decision | None:
+        """A full build decided before the probe (``config(strategy='full')``, or a small MV whose
+        refresh of one key costs more than its build: ``strategy.before_changes`` without keys), so
+        that the probe of its pinned inputs can run beside the build. None: the probe decides."""
+        decided = strategy.before_changes(self.kind, state.base_rows, self.history)
+        return decided if decided.strategy == FULL else None
 
     def _covers(self) -> bool:
         """Whether the batch read every input up to the position the probe saw. A redo reads
@@ -425,10 +430,11 @@ class _Refresh:
             self.modes[row["input"]].read_probe(self, row)
 
     def _pin(self) -> frozenset[str]:
-        """Before a build known from the start: the position and feed inputs stored as Delta, each
-        pinned to its newest version read from its log (no job; not over Spark Connect), so that
-        their probe runs beside the build (``Positions.pin``) instead of as a fixed cost before it,
-        which the peer's one statement does not pay. The others are probed first, as before a batch."""
+        """Pin each position and feed input stored as Delta to its newest version, read from its log
+        (no job; not over Spark Connect): its probe reads it as of that version, so a commit can keep
+        the version with the position it saw (``Positions.state``), and a build decided before the
+        probe runs the probe beside it (the build reads the table later: at least that version)
+        rather than first, a fixed cost the peer's one statement does not pay."""
         return frozenset(input_id for input_id, mode in self.modes.items()
                          if isinstance(mode, Positions) and mode.pin(self))
 
