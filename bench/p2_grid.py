@@ -336,7 +336,10 @@ class Grid:
 
     def _kind_of(self, relation: str) -> str:
         table = self.spark.catalog.getTable(relation)
-        return "view (merge-on-read)" if table.tableType == "VIEW" else f"{table.tableType.lower()} table"
+        if table.tableType != "VIEW":
+            return f"{table.tableType.lower()} table"
+        behind = f"{relation}__mvflow_rows"  # a Delta MV holding hidden key columns: read through a view
+        return "view of a Delta table" if self.spark.catalog.tableExists(behind) else "view (merge-on-read)"
 
     @staticmethod
     def _check(record: dict[str, Any]) -> dict[str, Any]:
