@@ -193,6 +193,8 @@ def state_words(state: str, last: Position | None = None) -> str:
     ('snapshot of batch 12', 'caught up', '-')
     >>> state_words('{"mode": "versions"}', (7,)), state_words('{"mode": "cdf"}', (7,))
     ('diffed by time travel, up to Delta version 7', 'Change Data Feed read up to Delta version 7')
+    >>> state_words('{"version": 12}', ("2026-01-01T00:00:00", 4))
+    'read as of Delta version 12'
     """
     data = _json(state)
     if "slot" in data:
@@ -201,6 +203,8 @@ def state_words(state: str, last: Position | None = None) -> str:
         return f"snapshot of batch {last[0]}" if last else "no snapshot yet"
     if data.get("mode") in _VERSION_MODES:
         return f"{_VERSION_MODES[data['mode']]} up to Delta version {last[0]}" if last else "no version read yet"
+    if "version" in data:  # a position input on Delta: the version its newest position was read from
+        return f"read as of Delta version {data['version']}"
     return state or NONE
 
 
