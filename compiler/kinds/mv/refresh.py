@@ -476,7 +476,8 @@ class _Refresh:
 
     # -- positions -----------------------------------------------------------------------
     def _plan_ranges(self, batch: int, fresh: bool) -> dict[str, tuple[Any, Any]]:
-        """(last, next) per input (``mv_decisions.input_range``); ``next`` is written before any work."""
+        """(last, next) per input (``mv_decisions.input_range``); ``next`` is written before the batch's
+        work, except by a build with its probe beside it (``_build``): a redo of a build reads anew."""
         ranges = {}
         for input_id, mode in self.modes.items():
             topic = self.plan.topic(input_id)
