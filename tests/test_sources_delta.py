@@ -21,6 +21,7 @@ from compiler.kinds.mv.refresh import run_mv
 from compiler.phases import Crash, crash_at
 from compiler.project import load_project
 from compiler.table_format import delta_version, table_details
+from compiler.watch import local_location
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
 from mv_world import KEYS, SCHEMAS, WIDE, World, seed  # noqa: E402
@@ -231,13 +232,31 @@ def test_an_mv_built_every_batch_knows_from_its_delta_versions_when_nothing_chan
     assert outcome.mode == "build" and "strategy='full'" in outcome.reason, outcome
     assert sorted(probed) == [("offers", False), ("shops", True)], probed
     world.check()
-    world.put("offers", id=3, title="crashed")                       # a crash with the probe beside the build
+    crash_beside_the_build(world, "mv:build-base-written", 3)
+    shops = Path(local_location(spark, f"{world.db}.shops"))        # pinning a parquet table wrote nothing there
+    assert shops.is_dir() and not (shops / "_delta_log").exists()
+
+
+def crash_beside_the_build(world: DeltaWorld, phase: str, offer: int) -> None:
+    """A crash at ``phase`` of a build whose probe runs beside it, a change landing before the redo:
+    the redo (or, past the commit, the next batch) reads it; then nothing is left to read."""
+    world.put("offers", id=offer, title=f"crashed at {phase}")
     with pytest.raises(Crash):
-        world.refresh(phase=crash_at("mv:build-base-written"))
-    world.put("offers", id=5, title="landed before the redo")
+        world.refresh(phase=crash_at(phase))
+    world.put("offers", id=offer + 1, title="landed before the redo")
     assert world.refresh().mode == "build"
     world.check()
     assert world.refresh().reason == "up to date"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("phase", ["mv:probed", "mv:build-snapshots", "mv:build-marked", "mv:build-published",
+                                   "mv:build-swapped", "mv:next-written", "mv:committed", "mv:step-logged"])
+def test_a_build_with_its_probe_beside_it_crashed_at_each_phase_slow(spark, tmp_path, phase):
+    world = DeltaWorld(spark, tmp_path, models={"wide": WIDE.replace("strategy='incremental'", "strategy='full'")})
+    seed(world)
+    assert world.refresh().mode == "build"
+    crash_beside_the_build(world, phase, 2)
 
 
 def test_bad_cdf_declarations_fail_naming_the_yaml_line(spark, tmp_path):

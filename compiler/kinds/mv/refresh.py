@@ -408,16 +408,13 @@ class _Refresh:
         """What the inputs hold now, in one Spark query for all the modes that ask one (newest
         positions, fingerprints; see ``compiler.kinds.mv.change_modes``). With ``since_last`` a mode may
         look only past the committed ``last``; a rebuild asks for the true newest. ``skip``: the
-        inputs pinned for a probe beside the build (``_probe_pinned``)."""
+        inputs pinned for a probe beside the build (``_build``)."""
         self.probe = Probe()
         self._probe_inputs(since_last, lambda input_id: input_id not in skip)
         return self.probe
 
-    def _probe_pinned(self, pinned: frozenset[str]) -> None:
-        """The probe of the ``pinned`` inputs, into ``self.probe`` (run beside a build)."""
-        self._probe_inputs(False, lambda input_id: input_id in pinned)
-
     def _probe_inputs(self, since_last: bool, which: Callable[[str], bool]) -> None:
+        """The probe of the inputs ``which`` accepts, into ``self.probe``."""
         frames = []
         for n, (input_id, mode) in enumerate(self.modes.items()):
             if not which(input_id):
@@ -499,7 +496,7 @@ class _Refresh:
         self.span = 1  # a chunked try left partitions after batch: the new slot's delta starts empty
         self.snapshot_fingerprints = None  # every snapshot is taken anew
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"probe-{self.plan.name}") as beside:
-            probing = beside.submit(self._probe_pinned, pinned) if pinned else None
+            probing = beside.submit(self._probe_inputs, False, pinned.__contains__) if pinned else None
             for mode in self.modes.values():
                 mode.build(self, batch)
             self.phase("mv:build-snapshots")

@@ -248,7 +248,8 @@ def _fixed_for(points: list[tuple[float, float]], slope: float) -> float:
 
 
 def before_changes(kind: MvKind, rows: int, history: Sequence[Run], probed_main_keys: int = 0) -> Decision:
-    """The first decision point: the probe saw changes, no key is known yet. ``config(strategy=
+    """The first decision point: no key is known yet (the refresh asks it before the probe too, with
+    no ``probed_main_keys``: its first two rules need nothing the probe finds). ``config(strategy=
     'full')`` builds; ``auto`` builds when the cost model says a refresh of a single key costs more
     than a full build (its fixed cost alone: the probe, the key queries and the write's jobs
     outweigh rebuilding a small MV), so a small MV pays neither the changed nor the affected keys.
