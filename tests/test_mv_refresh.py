@@ -349,6 +349,29 @@ def test_up_to_date_opens_no_batch_and_changes_are_still_seen(parquet_world):
     assert world.refresh().reason == "up to date"
 
 
+def test_the_changed_keys_are_the_rows_the_probe_read_past_last(parquet_world):
+    # A position input is read once per batch: its probe keeps the rows past the last position, and
+    # the changed keys come from those. An offer updated again between the probe and the changed
+    # keys (its new position past the batch's next) is still refreshed by this batch, from the
+    # table as it is then; read from the table a second time it would be left to the next batch.
+    world = parquet_world
+    world.put("offers", id=1, title="seen by the probe")
+    world.put("warehouses", id=20, name="Moved")               # a feed input: its rows past last kept too
+
+    def land(name: str) -> None:
+        if name == "mv:probed":
+            world.put("offers", id=1, title="after the probe")
+            world.flush()
+
+    outcome = world.refresh(phase=land)
+    assert outcome.mode == "refresh" and outcome.changed[f"{world.db}.offers"] == 1, outcome
+    world.check()                                              # offer 1 as the table holds it now
+    assert "after the probe" in {r.title for r in world.table()}
+    assert {k.split(".")[-1]: v for k, v in world.refresh().changed.items() if v} == {"offers": 1}
+    world.check()
+    assert world.refresh().reason == "up to date"
+
+
 def test_unchanged_dictionary_keeps_its_snapshot_and_later_edits_are_found(parquet_world):
     world = parquet_world
     from compiler.kinds.mv.plan import mv_plan

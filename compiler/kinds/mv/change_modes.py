@@ -87,6 +87,7 @@ class Batch(Protocol):
     def _sql(self, name: str, **args: Any) -> "DataFrame": ...
     def _spark_sql(self, text: str) -> None: ...
     def _view(self, what: str, frame: "DataFrame") -> None: ...
+    def _checkpoint(self, frame: "DataFrame") -> "DataFrame": ...
     def phase(self, name: str) -> None: ...
 
 
@@ -174,6 +175,7 @@ class Positions(ChangeMode):
     words = "position"
     rows_are_keys = True  # the table itself: one row per key, so its rows past ``last`` are its changed keys
     pinned: int | None = None  # a Delta version the probe reads as of (``pin``), else the table as it is
+    past_last: "DataFrame | None" = None  # the rows past ``last`` the probe read, checkpointed (``changes``)
 
     def pin(self, run: Batch) -> bool:
         """Pin the probe to the table's newest Delta version, read from its log (no job), so that
@@ -186,18 +188,37 @@ class Positions(ChangeMode):
         """The newest position, among the rows past ``last`` only when given (none: it is ``last``),
         so Parquet's row-group statistics skip the old data. A rebuild asks for the true newest
         (a source re-created with smaller positions must be read from the start). The same
-        aggregate counts those rows: the strategy's first estimate of a batch's size."""
+        aggregate counts those rows: the strategy's first estimate of a batch's size. Those rows
+        (key and position columns) are kept, checkpointed by the probe's job: the batch's changed
+        keys are read from them (``changes``), not from the table a second time."""
         from pyspark.sql import functions as F
 
         table = run.spark.table(self.table) if self.pinned is None \
             else run.spark.read.option("versionAsOf", self.pinned).table(self.table)
         run.probe.types[self.input_id] = types = {f.name.lower(): f.dataType.typeName() for f in table.schema.fields}
-        self.last, self.column = last, column
+        self.last, self.column, self.past_last = last, column, None
         if last:
             table = table.where(_after(table, self.info.position, last, types))
+            self.past_last = table = run._checkpoint(table.select(*self._read_columns))
         newest = F.max(F.struct(*[table[c] for c in self.info.position]))  # lexicographic, as the range is
         return table.agg(newest.alias(column), F.count(F.lit(1)).alias(f"{column}_rows")) \
             .select(F.lit(self.input_id).alias("input"), column, f"{column}_rows")
+
+    def changes(self, run: Batch, batch: int, last: tuple, nxt: tuple) -> "DataFrame":
+        """The compiled ``changes:<input>`` query over view ``past_last_<input>``: the rows past ``last``
+        the probe kept (one read of the table for both), or the table itself when the probe looked
+        past another position or not at all (a redo after a rebuild's probe)."""
+        kept = self.past_last is not None and tuple(last or ()) == tuple(self.last or ())
+        run._view(f"past_last_{self.info.slug}", self.past_last if kept else run.spark.table(self.table))
+        return super().changes(run, batch, last, nxt)
+
+    @property
+    def _read_columns(self) -> list[str]:
+        """What the changed-keys query reads of the table: its key and position columns."""
+        seen: dict[str, str] = {}
+        for column in (*self.info.key, *self.info.position):
+            seen.setdefault(column.lower(), column)
+        return list(seen.values())
 
     def seen(self, run: Batch, offset: Offset) -> Seen:
         """Not probed yet (its probe runs beside a build decided before it): the version pinned

@@ -52,6 +52,9 @@ def derive(plan: MvPlan) -> Derived:
             q[f"versions:{input_id}"] = pretty(version_diff_query(plan, input_id))
         if "snapshots" in diff_ways(info) or not diffed(info):
             q[f"changes:{input_id}"] = pretty(change_query(plan, input_id))
+            if info.mode in ("position", "changes"):
+                q[f"changes:{input_id}"] = (f"-- t: the key and position columns of {info.feed or info.relation}, its rows past "
+                                            "the last position as the batch's probe read them\n" + q[f"changes:{input_id}"])
         if "snapshots" in diff_ways(info):
             snapshot = plan.table_name(f"snap_{info.slug}")
             select = pretty(snapshot_query(plan, input_id))

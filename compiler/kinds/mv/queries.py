@@ -555,7 +555,8 @@ def change_query(plan: MvPlan, input_id: str) -> exp.Query:
             exp.Literal.string(info.relation), exp.Placeholder(this="first_version"), exp.Placeholder(this="next_version")])
         return exp.select(*keys).distinct().from_(exp.Table(this=feed, alias=exp.TableAlias(this=exp.to_identifier("t"))))
     if info.mode in ("position", "changes", "mv"):
-        table = info.relation if info.mode == "position" else info.feed
+        # a position or feed input is read through a view: its rows past ``last`` as the probe kept them
+        table = plan.view_name(f"past_last_{info.slug}") if info.mode != "mv" else info.feed
         after = exp.or_(exp.Placeholder(this="from_start"), _position_after(info.position, "t", "last"))
         where = exp.and_(after, _position_upto(info.position, "t", "next"))
         return exp.select(*keys).distinct().from_(aliased_table(table, "t")).where(where)
