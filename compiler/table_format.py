@@ -150,6 +150,46 @@ def logged_version(spark: "SparkSession", relation: str) -> int | None:
     return version if version >= 0 else None
 
 
+# Commits read from the log before giving up on telling that none changed a row (each is a file read).
+MAX_COMMITS_READ = 100
+# Actions that change no row: a commit's own record, a streaming writer's transaction id, a clustering's
+# domain metadata (files are judged by their ``dataChange`` flag: an OPTIMIZE's are false).
+_NO_ROW_ACTIONS = frozenset({"CommitInfo", "SetTransaction", "DomainMetadata", "CheckpointMetadata"})
+
+
+def rows_unchanged(spark: "SparkSession", relation: str, since: int, until: int) -> bool:
+    """Whether no commit of a Delta table after version ``since`` up to ``until`` changed a row: each
+    only rewrote files (``OPTIMIZE``, a purge: their files say ``dataChange = false``) or recorded
+    something else (``VACUUM``'s commits), read from the log in the JVM (no Spark job). False when it
+    cannot be told: a file, metadata or protocol change, a commit missing from the log, more than
+    ``MAX_COMMITS_READ`` commits, or no JVM (Spark Connect)."""
+    if until <= since:
+        return until == since
+    if until - since > MAX_COMMITS_READ:
+        return False
+    try:
+        jvm, session = spark._jvm, spark._jsparkSession  # type: ignore[attr-defined]
+        table = session.sessionState().sqlParser().parseTableIdentifier(relation)
+        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(session, table)
+        commits = log.getChanges(since + 1, until, jvm.scala.Option.empty(), True)  # True: fail on a gap
+        seen = []
+        while commits.hasNext():
+            commit = commits.next()
+            seen.append(int(commit._1()))
+            actions = commit._2().iterator()
+            while actions.hasNext():
+                action = actions.next()
+                name = action.getClass().getSimpleName()
+                if name in ("AddFile", "RemoveFile"):
+                    if action.dataChange():
+                        return False
+                elif name not in _NO_ROW_ACTIONS:
+                    return False
+    except Exception:  # noqa: BLE001 - Delta's internal API, or a log cleaned up: cannot tell
+        return False
+    return seen == list(range(since + 1, until + 1))
+
+
 def _log_version(spark: "SparkSession", relation: str) -> int:
     jvm, session = spark._jvm, spark._jsparkSession  # type: ignore[attr-defined]
     table = session.sessionState().sqlParser().parseTableIdentifier(relation)

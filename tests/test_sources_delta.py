@@ -232,6 +232,13 @@ def test_an_mv_built_every_batch_knows_from_its_delta_versions_when_nothing_chan
     assert outcome.mode == "build" and "strategy='full'" in outcome.reason, outcome
     assert sorted(probed) == [("offers", False), ("shops", True)], probed
     world.check()
+    offers = f"{world.db}.offers"
+    version = delta_version(spark, offers)
+    spark.sql(f"OPTIMIZE {offers}")                               # its files rewritten, no row changed
+    assert delta_version(spark, offers) == version + 1
+    probed.clear()
+    assert world.refresh().reason == "up to date"                 # the commit's files say dataChange = false
+    assert probed == [("shops", True)], probed
     crash_beside_the_build(world, "mv:build-base-written", 3)
     shops = Path(local_location(spark, f"{world.db}.shops"))        # pinning a parquet table wrote nothing there
     assert shops.is_dir() and not (shops / "_delta_log").exists()

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ...errors import Problem, RunError
 from ...state import Offset, StateStore
-from ...table_format import DELTA, delta_version, logged_version, table_details
+from ...table_format import DELTA, delta_version, logged_version, rows_unchanged, table_details
 from .decisions import Seen, input_range
 from .derive import Derived, bind_literal
 from .plan import BATCH, MvPlan
@@ -223,10 +223,13 @@ class Positions(ChangeMode):
     def seen(self, run: Batch, offset: Offset) -> Seen:
         """Not probed yet (its probe runs beside a build decided before it): the version pinned
         against the one the last commit kept, if it kept one (``state``); the same version means
-        the same rows. Otherwise the newest position the probe saw."""
+        the same rows, and so does a newer one whose commits changed none (an ``OPTIMIZE``, a
+        ``VACUUM``: ``rows_unchanged``). Otherwise the newest position the probe saw."""
         if self.input_id in run.probe.positions or self.pinned is None:
             return super().seen(run, offset)
         kept = _state(offset.state).get("version")
+        if kept is not None and rows_unchanged(run.spark, self.table, int(kept), self.pinned):
+            return Seen(True, kept, kept)
         return Seen(kept is not None, kept, self.pinned)
 
     def state(self, run: Batch, taken: str | None) -> str:
