@@ -66,6 +66,10 @@ LEASE_SECONDS = 3600.0
 # statistics, so without the hint Spark plans a shuffle join and shuffles the big side
 # (every offer, every price) before adaptive execution sees that the key side is small.
 BROADCAST_KEYS = 1_000_000
+# Key sets up to this many rows are read by one task: a checkpoint of the union of every input's
+# DISTINCT keys has the shuffle partitions of each (8 × inputs), and each broadcast of 13 changed
+# keys ran 40 tasks (bench.batch_jobs, Delta: ~0.1 s a broadcast on 2 cores).
+ONE_TASK_KEYS = 100_000
 _TAG = "_mvflow_input"  # which input a row of the combined changed-keys checkpoint belongs to
 # Adaptive execution runs every shuffle of a query as a Spark job of its own and re-plans after
 # it (~0.1-0.3 s each). A key-driven batch shuffles only small key sets, so it runs without it
@@ -808,7 +812,10 @@ def _union_all(frames: list["DataFrame"]) -> "DataFrame":
 
 
 def _small(frame: "DataFrame", rows: int) -> "DataFrame":
-    """The frame, marked to be broadcast in joins when it holds at most ``BROADCAST_KEYS`` rows."""
+    """The frame, marked to be broadcast in joins when it holds at most ``BROADCAST_KEYS`` rows, and
+    read by one task when it holds at most ``ONE_TASK_KEYS``."""
     from pyspark.sql import functions as F
 
+    if 0 < rows <= ONE_TASK_KEYS:
+        frame = frame.coalesce(1)
     return F.broadcast(frame) if rows <= BROADCAST_KEYS else frame
