@@ -206,6 +206,40 @@ def test_a_build_probes_its_delta_inputs_beside_it_as_of_the_version_it_pinned(w
     assert world.refresh().reason == "up to date"
 
 
+def test_a_delta_position_input_whose_log_shows_no_row_changed_is_not_read_by_the_batch(world, monkeypatch):
+    # The last commit kept each Delta position input's version beside its position: a batch whose
+    # pinned version is that one, or a later one whose commits changed no row (OPTIMIZE), takes the
+    # committed position as the newest without reading the table.
+    from compiler.kinds.mv import change_modes
+
+    probed, probe = [], change_modes.Positions.probe
+
+    def spy(mode, run, last, column):
+        probed.append(mode.input_id.split(".")[-1])
+        return probe(mode, run, last, column)
+
+    monkeypatch.setattr(change_modes.Positions, "probe", spy)
+    world.put("shops", id=100, name="Renamed")                       # parquet: read past last
+    assert world.short(world.refresh()) == {"shops": 1}
+    assert probed == ["shops"], probed                               # Delta offers: not read
+    world.check()
+    world.put("offers", id=2, title="renamed")
+    probed.clear()
+    assert world.short(world.refresh()) == {"offers": 1}
+    assert sorted(probed) == ["offers", "shops"], probed
+    world.check()
+    offers = f"{world.db}.offers"
+    version = delta_version(world.spark, offers)
+    world.spark.sql(f"OPTIMIZE {offers}")                            # files rewritten, no row changed
+    assert delta_version(world.spark, offers) == version + 1
+    probed.clear()
+    assert world.refresh().reason == "up to date"
+    assert probed == ["shops"], probed
+    world.put("offers", id=3, title="after the optimize")            # a row past last again: read
+    assert world.short(world.refresh()) == {"offers": 1}
+    world.check()
+
+
 def test_an_mv_built_every_batch_knows_from_its_delta_versions_when_nothing_changed(spark, tmp_path, monkeypatch):
     # config(strategy='full') (as a small MV whose refresh of one key costs more than its build)
     # decides the build before the probe: a Delta position input is then not probed first. Its

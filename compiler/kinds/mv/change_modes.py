@@ -184,6 +184,20 @@ class Positions(ChangeMode):
         self.pinned = logged_version(run.spark, self.table)
         return self.pinned is not None
 
+    def unchanged(self, run: Batch, offset: Offset | None) -> bool:
+        """Whether the table holds no row past the committed ``last``, known without reading it: it
+        is pinned at the version the last commit kept with that position (``state``), or at a later
+        one whose commits changed no row. The probe then takes ``last`` as the newest position."""
+        if self.pinned is None or offset is None or not offset.last or offset.in_flight:
+            return False
+        kept = _state(offset.state).get("version")
+        if kept is None or not rows_unchanged(run.spark, self.table, int(kept), self.pinned):
+            return False
+        run.probe.positions[self.input_id] = tuple(offset.last)
+        if self.rows_are_keys:
+            run.probe.changed_keys[self.input_id] = 0
+        return True
+
     def probe(self, run: Batch, last: tuple | None, column: str) -> "DataFrame":
         """The newest position, among the rows past ``last`` only when given (none: it is ``last``),
         so Parquet's row-group statistics skip the old data. A rebuild asks for the true newest

@@ -411,9 +411,13 @@ class _Refresh:
     def _probe(self, since_last: bool, skip: frozenset[str] = frozenset()) -> Probe:
         """What the inputs hold now, in one Spark query for all the modes that ask one (newest
         positions, fingerprints; see ``compiler.kinds.mv.change_modes``). With ``since_last`` a mode may
-        look only past the committed ``last``; a rebuild asks for the true newest. ``skip``: the
-        inputs pinned for a probe beside the build (``_build``)."""
+        look only past the committed ``last``, and a Delta input whose log says that no row changed
+        since the last commit is not read at all (``Positions.unchanged``); a rebuild asks for the
+        true newest. ``skip``: the inputs pinned for a probe beside the build (``_build``)."""
         self.probe = Probe()
+        if since_last and not skip:
+            skip = frozenset(input_id for input_id, mode in self.modes.items() if isinstance(mode, Positions)
+                             and mode.unchanged(self, self.store.get(self.plan.topic(input_id))))
         self._probe_inputs(since_last, lambda input_id: input_id not in skip)
         return self.probe
 
