@@ -190,8 +190,7 @@ class Positions(ChangeMode):
         one whose commits changed no row. The probe then takes ``last`` as the newest position."""
         if self.pinned is None or offset is None or not offset.last or offset.in_flight:
             return False
-        kept = _state(offset.state).get("version")
-        if kept is None or not rows_unchanged(run.spark, self.table, int(kept), self.pinned):
+        if not self._unchanged_since(run, _state(offset.state).get("version")):
             return False
         run.probe.positions[self.input_id] = tuple(offset.last)
         if self.rows_are_keys:
@@ -242,9 +241,13 @@ class Positions(ChangeMode):
         if self.input_id in run.probe.positions or self.pinned is None:
             return super().seen(run, offset)
         kept = _state(offset.state).get("version")
-        if kept is not None and rows_unchanged(run.spark, self.table, int(kept), self.pinned):
+        if self._unchanged_since(run, kept):
             return Seen(True, kept, kept)
         return Seen(kept is not None, kept, self.pinned)
+
+    def _unchanged_since(self, run: Batch, kept: int | None) -> bool:
+        """Whether the pinned version holds the rows of version ``kept`` (none kept: unknown)."""
+        return kept is not None and rows_unchanged(run.spark, self.table, int(kept), self.pinned)
 
     def state(self, run: Batch, taken: str | None) -> str:
         """The version the probe read, when the batch read up to the position the probe found there
