@@ -45,15 +45,14 @@ def pytest_collection_modifyitems(items) -> None:
 # takeovers and pauses, the concurrent runs, and the standalone cluster (its executors fit its workers:
 # beside a kill -9 test, one was lost and relaunched, 2026-11-29). The other system modules (kill -9s
 # of CLI runs, PostgreSQL, the browser) run beside them, as the in-process tests always did: 26.3
-# minutes against 29.2 with every system module in one process (fresh clone, 2026-11-29). Weights: seconds measured
+# minutes against 29.2 with every system module in one process (fresh clone, 2026-11-29). Weights: seconds measured (2026-12-03)
 # on 2 cores; the heaviest groups start first, the in-process tests (kill points, the Delta runs of
 # ``tests/tiers.py``) fill in.
 GROUPS = {**dict.fromkeys(("test_serve_cluster.py", "test_serve.py", "test_concurrency.py", "test_cluster.py"), "alone"),
-          **{module: module for module in ("test_dbt_projects.py", "test_kill_points_cli.py", "test_publish_kills_cli.py",
+          **{module: module for module in ("test_dbt_projects.py", "test_kills_cli.py",
                                            "test_fact_crash.py",
                                            "test_shared_catalog.py", "test_run_failures.py", "test_docs_browser.py")}}
-WEIGHTS = {"alone": 920, "test_dbt_projects.py": 590, "test_publish_kills_cli.py": 860, "test_kill_points_cli.py": 330,
-           "test_fact_crash.py": 220}
+WEIGHTS = {"alone": 1380, "test_kills_cli.py": 1180, "test_dbt_projects.py": 470, "test_fact_crash.py": 210}
 
 
 def pytest_xdist_make_scheduler(config, log):

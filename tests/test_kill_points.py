@@ -5,7 +5,7 @@ through the runners, file check included, as ``mvflow run`` runs them) the MV eq
 recomputation of its SELECT and the fact has every row once.
 
 In-process: the hook raises ``Crash`` (a BaseException no runner catches), so the batch stops
-exactly at the phase. ``test_kill_points_cli.py`` does the same with a real ``kill -9`` of
+exactly at the phase. ``test_kills_cli.py`` does the same with a real ``kill -9`` of
 ``mvflow run`` and its JVM at a few of these phases.
 
 The fast tier crashes at ``FAST``: per scenario and format, the phases between a write and its

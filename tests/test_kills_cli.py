@@ -1,13 +1,23 @@
-"""Real crashes of a publish (``mvflow run`` of the demo's ``offers_wide``, published to a real
-PostgreSQL): ``MVFLOW_KILL_AT=phase`` kills the runner and its JVM with SIGKILL at each of
-``compiler.phases.PUBLISH_PHASES``, by key and in full; new changes land before every next try;
-readers of the published table never see a half-built one; the last run publishes by key and
-``mvflow verify`` finds the published table equal to the MV, which equals its recomputation.
-The killed runner held the MV's lease (its refresh and its publish are one job): each next run
-takes it over from the dead holder.
+"""Real crashes of ``mvflow run`` on the demo project, every command a process of its own:
+``MVFLOW_KILL_AT=phase`` makes the runner kill itself and its JVM with SIGKILL at that phase
+(``compiler.phases.kill_at``); then, as a user would, new changes land, ``mvflow run`` redoes the
+batch and ``mvflow verify`` passes. ``offers_wide`` is published to a real PostgreSQL
+(``MVFLOW_PUBLISH=1``), so ``verify`` also compares the published table with the MV, which equals
+its recomputation. One demo serves every test of the module (its set-up is two commands of a
+minute each); each test starts from what the one before it left, which it only reads relative to
+itself (the batch numbers, the published rows).
 
-SLOW: every command is its own process (a Spark start each). ``test_publish.py`` crashes every
-phase in-process."""
+- An MV killed between its batch's ``next`` written and its commit (issue 11's reproduction: the
+  MV went stale after a redo because its file watch claimed changes it had not read).
+- A publish killed at each of ``compiler.phases.PUBLISH_PHASES``, by key and in full: readers of
+  the published table never see a half-built one; the last run publishes by key. The killed
+  runner held the MV's lease (its refresh and its publish are one job): each next run takes it
+  over from the dead holder.
+
+(A fact step killed at ``fact:written`` is ``test_fact_crash.py``'s, on both formats.)
+
+SLOW: every command is its own process (a Spark start each). ``test_kill_points.py`` and
+``test_publish.py`` crash every phase in-process."""
 
 from __future__ import annotations
 
@@ -25,7 +35,7 @@ from compiler.phases import PUBLISH_PHASES  # noqa: E402
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory, postgres_dsn) -> PublishingDemo:
-    return PublishingDemo(tmp_path_factory.mktemp("demo"), postgres_dsn, "publish_kills_app")
+    return PublishingDemo(tmp_path_factory.mktemp("demo"), postgres_dsn, "kills_app")
 
 
 def _killed(demo: PublishingDemo, phase: str, *args: str) -> None:
@@ -53,6 +63,21 @@ def _run_and_verify(demo: PublishingDemo) -> str:
 def test_every_publish_phase_is_killed_at():
     assert {"publish:leased", "publish:chunk-committed", "publish:loaded", "publish:indexed",
             "publish:swapped"} == set(PUBLISH_PHASES)
+
+
+@pytest.mark.slow
+def test_mv_killed_after_next_written_with_changes_before_the_redo_slow(demo: PublishingDemo):
+    demo.run("demo", "change", "--seed", "101")
+    _killed(demo, "mv:next-written")
+    status = demo.run("status").stdout
+    assert "dead: pid" in status, f"the killed runner's leases show as dead:\n{status}"
+    assert "Delta table, version" in status, status
+
+    demo.run("demo", "change", "--seed", "102")  # lands between the crash and the redo
+    redo = _run_and_verify(demo)
+    assert "redo of the crashed batch" in redo and "published app.public.offers_wide by key" in redo, redo
+    again = demo.run("run", "--select", "offers_wide").stdout
+    assert "up to date" in again, again
 
 
 @pytest.mark.slow
