@@ -203,3 +203,29 @@ def delta_commit(spark: "SparkSession", relation: str) -> tuple[int, dict[str, s
     ``numOutputRows``…), in the same read of its log; ``(-1, {})`` without history."""
     row = spark.sql(f"DESCRIBE HISTORY {relation} LIMIT 1").select("version", "operationMetrics").first()
     return (int(row[0]), dict(row[1] or {})) if row is not None else (-1, {})
+
+
+# A table of more files than this is counted by Spark: each footer is a few calls into the JVM.
+FOOTERS_READ_MAX = 64
+
+
+def parquet_rows(spark: "SparkSession", relation: str) -> int | None:
+    """The rows of a parquet table summed from its files' footers, read in the JVM (no Spark job;
+    a ``count()`` is two with adaptive execution). None when it cannot be told: more than
+    ``FOOTERS_READ_MAX`` files, no JVM (Spark Connect), a file that is not parquet."""
+    try:
+        files = spark.table(relation).inputFiles()  # the table's file index, listed in the driver
+        if len(files) > FOOTERS_READ_MAX:
+            return None
+        jvm, conf = spark._jvm, spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+        rows = 0
+        for name in files:
+            source = jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(jvm.org.apache.hadoop.fs.Path(name), conf)
+            reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(source)
+            try:
+                rows += int(reader.getRecordCount())
+            finally:
+                reader.close()
+    except Exception:  # noqa: BLE001 - no JVM, or parquet's reader refused a file: Spark counts
+        return None
+    return rows

@@ -187,6 +187,26 @@ def test_compaction_swaps_slots_and_keeps_rows(spark, tmp_path, table_format):
     w.check()
 
 
+def test_a_parquet_tables_rows_are_summed_from_its_footers_without_a_job(spark):
+    """What a parquet MV's build and compaction count their base with (``table_format.parquet_rows``);
+    Spark counts a table of too many files, or of files that are not parquet."""
+    import uuid
+
+    from bench.jobs import count_jobs
+    from compiler.table_format import FOOTERS_READ_MAX, parquet_rows
+
+    name = f"default.footers_{uuid.uuid4().hex[:8]}"
+    spark.range(0, 1000, numPartitions=3).write.format("parquet").saveAsTable(name)
+    with count_jobs(spark) as counted:
+        assert parquet_rows(spark, name) == 1000
+    assert counted.jobs == 0
+    spark.range(0, FOOTERS_READ_MAX + 1, numPartitions=FOOTERS_READ_MAX + 1).write.format("parquet").saveAsTable(f"{name}_many")
+    spark.range(0, 10, numPartitions=2).write.format("json").saveAsTable(f"{name}_json")
+    assert parquet_rows(spark, f"{name}_many") is None and parquet_rows(spark, f"{name}_json") is None
+    for table in (name, f"{name}_many", f"{name}_json"):
+        spark.sql(f"DROP TABLE {table}")
+
+
 @pytest.mark.parametrize("table_format", ["parquet", "delta"])
 def test_a_small_mv_is_compacted_after_every_batch_and_its_cost_is_counted(spark, tmp_path, table_format):
     """Issue 32 item 1 (P5): below ``compact_below_rows`` (the default, 100,000) every batch by key is

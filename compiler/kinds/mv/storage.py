@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ...source_keys import DuplicateKeys
 from ...spark_connect import observed
-from ...table_format import DELTA, delta_commit, delta_version
+from ...table_format import DELTA, delta_commit, delta_version, parquet_rows
 from .derive import Derived, bind_literal
 from .plan import DELETED, SLOTS, WAS, MvPlan
 
@@ -243,9 +243,11 @@ class ParquetStorage:
         return self._count(base)
 
     def _count(self, base: str) -> tuple[int, int | None]:
-        """The rows of a base table and, of a GROUP BY MV, its group rows (one job)."""
+        """The rows of a base table (from its files' footers, else counted) and, of a GROUP BY MV,
+        its group rows (one job)."""
         if not self.run.plan.grouped:
-            return self.run.spark.table(base).count(), None
+            rows = parquet_rows(self.run.spark, base)
+            return (self.run.spark.table(base).count() if rows is None else rows), None
         rows, groups = self.run.sql("count_base", base_table=base).first()
         return int(rows), int(groups)
 
