@@ -52,6 +52,8 @@ from .storage import MvState
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from .scope import BatchScope
+
 CDF_PROPERTY = "delta.enableChangeDataFeed"
 # Delta's error conditions for history a batch needs that is no longer there (or never was).
 _HISTORY_GONE = ("DELTA_MISSING_CHANGE_DATA", "DELTA_VERSION_NOT_FOUND", "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
@@ -73,7 +75,7 @@ class Probe:
 
 
 class Batch(Protocol):
-    """What a mode uses of the running batch (``compiler.kinds.mv.refresh._Refresh``)."""
+    """What a mode uses of the running batch (``compiler.kinds.mv.input_set.InputSet``)."""
 
     spark: "SparkSession"
     plan: MvPlan
@@ -84,10 +86,8 @@ class Batch(Protocol):
     redo: bool
     resume: bool  # a chunked batch resumed after a crash: ranges and snapshots as its first try planned
 
-    def _sql(self, name: str, **args: Any) -> "DataFrame": ...
-    def _spark_sql(self, text: str) -> None: ...
-    def _view(self, what: str, frame: "DataFrame") -> None: ...
-    def _checkpoint(self, frame: "DataFrame") -> "DataFrame": ...
+    scope: BatchScope  # the batch's statements, views and checkpoints
+
     def phase(self, name: str) -> None: ...
 
 
@@ -136,7 +136,7 @@ class ChangeMode:
     # -- the batch -------------------------------------------------------------------------
     def changes(self, run: Batch, batch: int, last: tuple, nxt: tuple) -> "DataFrame":
         """The changed keys in ``(last, next]``, from the compiled ``changes:<input>`` query."""
-        return run._sql(f"changes:{self.input_id}", **self.position_args(run, last, nxt))
+        return run.scope.sql(f"changes:{self.input_id}", **self.position_args(run, last, nxt))
 
     def position_args(self, run: Batch, last: tuple, nxt: tuple) -> dict[str, Any]:
         types = run.probe.types.get(self.input_id)
@@ -212,7 +212,7 @@ class Positions(ChangeMode):
         self.last, self.column, self.past_last = last, column, None
         if last:
             table = table.where(_after(table, self.info.position, last, types))
-            self.past_last = table = run._checkpoint(table.select(*self._read_columns))
+            self.past_last = table = run.scope.checkpoint(table.select(*self._read_columns))
         newest = F.max(F.struct(*[table[c] for c in self.info.position]))  # lexicographic, as the range is
         return table.agg(newest.alias(column), F.count(F.lit(1)).alias(f"{column}_rows")) \
             .select(F.lit(self.input_id).alias("input"), column, f"{column}_rows")
@@ -222,7 +222,7 @@ class Positions(ChangeMode):
         the probe kept (one read of the table for both), or the table itself when the probe looked
         past another position or not at all (a redo after a rebuild's probe)."""
         kept = self.past_last is not None and tuple(last or ()) == tuple(self.last or ())
-        run._view(f"past_last_{self.info.slug}", self.past_last if kept else run.spark.table(self.table))
+        run.scope.view(f"past_last_{self.info.slug}", self.past_last if kept else run.spark.table(self.table))
         return super().changes(run, batch, last, nxt)
 
     @property
@@ -332,14 +332,14 @@ class Snapshots(ChangeMode):
 
     def changes(self, run: Batch, batch: int, last: tuple, nxt: tuple) -> "DataFrame":
         if not run.resume:  # a resumed chunked batch diffs the snapshot its first try took
-            run._sql(f"snapshot:{self.input_id}", batch=batch)
+            run.scope.sql(f"snapshot:{self.input_id}", batch=batch)
             run.phase("mv:snapshot-written")
-        return run._sql(f"changes:{self.input_id}", last=int(last[0]), next=int(nxt[0]))
+        return run.scope.sql(f"changes:{self.input_id}", last=int(last[0]), next=int(nxt[0]))
 
     def build(self, run: Batch, batch: int) -> None:
-        run._sql(f"drop_snapshot:{self.input_id}")
-        run._sql(f"create_snapshot:{self.input_id}", batch=batch)
-        run._sql(f"snapshot:{self.input_id}", batch=batch)
+        run.scope.sql(f"drop_snapshot:{self.input_id}")
+        run.scope.sql(f"create_snapshot:{self.input_id}", batch=batch)
+        run.scope.sql(f"snapshot:{self.input_id}", batch=batch)
 
     def fingerprint_frame(self, run: Batch, batch: int, nxt: tuple) -> "DataFrame | None":
         """Of the snapshot itself, so that it describes exactly what was diffed."""
@@ -364,7 +364,7 @@ class Snapshots(ChangeMode):
         if run.redo:
             stale.add(batch)
         for old in sorted(stale - {int(nxt[0])}):
-            run._spark_sql(bind_literal(run.derived[f"drop_snapshot_batch:{self.input_id}"], "batch", old))
+            run.scope.execute(bind_literal(run.derived[f"drop_snapshot_batch:{self.input_id}"], "batch", old))
 
     @property
     def _snapshot(self) -> str:
@@ -399,8 +399,8 @@ class DeltaVersions(Versions):
     def changes(self, run: Batch, batch: int, last: tuple, nxt: tuple) -> "DataFrame":
         for which, version in (("last", last), ("next", nxt)):
             frame = run.spark.read.option("versionAsOf", int(version[0])).table(self.info.relation)
-            run._view(f"as_of_{which}_{self.info.slug}", frame.select(*self.info.used_columns))
-        return run._sql(f"versions:{self.input_id}")
+            run.scope.view(f"as_of_{which}_{self.info.slug}", frame.select(*self.info.used_columns))
+        return run.scope.sql(f"versions:{self.input_id}")
 
 
 class ChangeDataFeed(Versions):
@@ -419,7 +419,7 @@ class ChangeDataFeed(Versions):
         return super().probe(run, last, column)
 
     def changes(self, run: Batch, batch: int, last: tuple, nxt: tuple) -> "DataFrame":
-        return run._sql(f"changes:{self.input_id}", first_version=int(last[0]) + 1, next_version=int(nxt[0]))
+        return run.scope.sql(f"changes:{self.input_id}", first_version=int(last[0]) + 1, next_version=int(nxt[0]))
 
 
 _KEPT = {None: "positions or snapshot batches of another change mode", "versions": "Delta versions of a "

@@ -9,7 +9,6 @@ from typing import Iterable
 
 from sqlglot import exp
 
-from ...parse import pretty
 from .plan import (BATCH, DELETED, FOUND, HIDDEN_PREFIX, RANK, SIDE, WAS, InputInfo, Link, MvPlan, Part, alias_of, conjuncts,
                    unalias)
 

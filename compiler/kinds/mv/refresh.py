@@ -20,11 +20,13 @@ definition hash); one topic ``<mv>:<input>`` per input holds its position. A bat
 every ``next``, then its rows, then commits every topic in one ``commit_many``: a crash before
 the commit is redone with the same batch number and the same ranges (parquet overwrites its own
 delta partition, Delta restores the version of the last commit first).
-Key sets stay in Spark (checkpointed temporary views); the driver only sees counts.
+Key sets stay in Spark (``compiler.kinds.mv.keys``: checkpointed temporary views); the driver only
+sees counts.
 
 A key-driven batch is lean in Spark jobs (``python -m bench.batch_jobs``): the probe is one query,
 each key set is checkpointed by the job that counts it, the batch runs without adaptive execution
-(``ADAPTIVE``), and its write joins the small inputs by shuffles (``BROADCAST``).
+and its write joins the small inputs by shuffles (``compiler.kinds.mv.scope``: ``ADAPTIVE``,
+``BROADCAST``).
 """
 
 from __future__ import annotations
@@ -41,16 +43,17 @@ from typing import TYPE_CHECKING, Any, Callable
 from ... import watch
 from ...leases import kept
 from ...phases import PhaseHook, no_phase
-from ...spark_connect import launch_conf
 from ...state import Commit, Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
 from ...table_format import DELTA
 from ..table import SLOTS, slot_table
 from . import MvKind, strategy
-from .change_modes import ChangeMode, Positions, Probe, history_gone, resolve
-from .decisions import Seen, new_input, rebuild_reason, up_to_date
+from .change_modes import history_gone
+from .decisions import new_input, rebuild_reason
 from .derive import Derived, derived
+from .input_set import InputSet
+from .keys import affected_keys, changed_keys
 from .plan import MvPlan, mv_plan
-from .queries import lookup_inputs, walk_inputs
+from .scope import BROADCAST_KEYS, BatchScope, small
 from .storage import MvState, rows_words, storage_for
 from .strategy import CHUNKED, FULL, Decision
 
@@ -62,25 +65,6 @@ if TYPE_CHECKING:
     from ...run import Result
 
 LEASE_SECONDS = 3600.0
-# Key sets up to this many rows are joined as broadcasts. A checkpoint carries no size
-# statistics, so without the hint Spark plans a shuffle join and shuffles the big side
-# (every offer, every price) before adaptive execution sees that the key side is small.
-BROADCAST_KEYS = 1_000_000
-# Key sets up to this many rows are read by one task: a checkpoint of the union of every input's
-# DISTINCT keys has the shuffle partitions of each (8 × inputs), and each broadcast of 13 changed
-# keys ran 40 tasks (bench.batch_jobs, Delta: ~0.1 s a broadcast on 2 cores).
-ONE_TASK_KEYS = 100_000
-_TAG = "_mvflow_input"  # which input a row of the combined changed-keys checkpoint belongs to
-# Adaptive execution runs every shuffle of a query as a Spark job of its own and re-plans after
-# it (~0.1-0.3 s each). A key-driven batch shuffles only small key sets, so it runs without it
-# (one job per action); a build, a chunked batch and a compaction move much data and keep it.
-# The switch is the session's: models other threads run meanwhile see it (their speed, not their
-# results). A session of the batch's own would not do: another session keeps its file listings
-# of the tables a batch rewrites (a compaction's new slot) and fails reading them.
-ADAPTIVE = "spark.sql.adaptive.enabled"
-# When the written keys are broadcast, the rows' other inputs are joined by shuffles of their
-# rows of those keys, stages of the write's own job, rather than one broadcast job each.
-BROADCAST = "spark.sql.autoBroadcastJoinThreshold"
 
 
 @dataclass
@@ -302,27 +286,22 @@ def refresh_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", stor
 
 
 class _Refresh:
+    """One batch of one MV, from its leases to its commit: whether to build or go by key (the
+    decisions: ``decisions``, ``strategy``), the inputs' side (``InputSet``), the key sets
+    (``keys``), the write (the storage of its table format), all in one ``BatchScope``."""
+
     def __init__(self, spark, plan: MvPlan, derived: Derived, store: StateStore, holder: str, now, phase: PhaseHook,
                  echo, kind):
         self.spark, self.plan, self.derived, self.store = spark, plan, derived, store
-        # what the target set (not the session's value now: a batch in another thread may have switched it)
-        self.adaptive = launch_conf(spark, ADAPTIVE, "true")  # classic: the SparkContext's conf; Spark Connect too
-        self.broadcast = launch_conf(spark, BROADCAST, "10MB")
+        self.scope = BatchScope(spark, plan, derived)  # its statements, views and checkpoints
         self.holder, self.now, self.phase, self.echo, self.kind = holder, now, phase, echo, _kind(kind)
         self.leases: dict[str, Lease] = {}
         self.lease_seconds = LEASE_SECONDS
-        self.views: list[str] = []
-        self.frames: list["DataFrame"] = []
-        self.probe = Probe()
-        self.modes: dict[str, ChangeMode] = {}  # per input, how its changes are seen (compiler.kinds.mv.change_modes)
-        self.redo = False  # the batch is a redo of one that crashed before its commit
-        self.snapshot_fingerprints: dict[str, str] | None = None  # read with the change counts
-        self.ranges: dict[str, tuple[Any, Any]] = {}  # (last, next) per input of the batch
+        self.inputs = InputSet(spark, plan, derived, store, self.scope, self.leases, now, phase)
         self.history: list[strategy.Run] = []  # the MV's recorded batches (the cost model's input)
         self.started = time.monotonic()  # when the batch began (its seconds go to the step log)
         self.decision: Decision | None = None
         self.span = 1  # batch numbers the batch takes: a chunked batch writes chunk i as batch + i
-        self.resume = False  # a chunked batch resumed after a crash: ranges and snapshots as planned then
         self.affected_parts: dict[int, "DataFrame"] = {}
         self.known_keys = False  # a build switched to after its affected keys were counted (view ``keys`` kept)
         self.storage = storage_for(self)
@@ -339,8 +318,8 @@ class _Refresh:
             with kept(self.store, self.leases.values, self.lease_seconds, self.now):
                 return self._batch(full_refresh)
         finally:
-            self._adaptive(True)  # the target's setting back
-            self._drop_views()
+            self.scope.adaptive(True)  # the target's setting back
+            self.scope.drop()
             for held in self.leases.values():
                 if held is not lease:  # the caller's is released by the caller
                     self.store.release(held)
@@ -351,44 +330,45 @@ class _Refresh:
         state = MvState.parse(offset.state)
         reason = rebuild_reason(full_refresh, offset.last is not None, offset.in_flight, self.storage.exists(state),
                                 state.definition == definition_hash(self.derived), state.swapping)
-        self.modes = resolve(self.spark, self.plan)
-        self._adaptive(False)  # the probe and a key-driven batch (``_build`` turns it back on)
-        reason = reason or self._mode_reason()  # offsets kept by another mode: before a probe reads them
+        inputs = self.inputs
+        inputs.resolve()
+        self.scope.adaptive(False)  # the probe and a key-driven batch (``_build`` turns it back on)
+        reason = reason or inputs.rebuild_reason()  # offsets kept by another mode: before a probe reads them
         self.history = history(self.store, self.plan.topic())
         forced = self._early_build(state) if reason is None and not offset.in_flight else None
-        pinned = self._pin()
+        pinned = inputs.pin()
         beside = pinned if reason is not None or forced is not None else frozenset()  # probed beside the build
-        self.probe = self._probe(since_last=reason is None, skip=beside)
-        if reason is None and self._mode_reason():  # a re-created table, seen by the probe
-            reason, forced, beside = self._mode_reason(), None, frozenset()
-            self.probe = self._probe(since_last=False)
+        inputs.look(since_last=reason is None, skip=beside)
+        if reason is None and inputs.rebuild_reason():  # a re-created table, seen by the probe
+            reason, forced, beside = inputs.rebuild_reason(), None, frozenset()
+            inputs.look(since_last=False)
         self.phase("mv:probed")
-        if reason is None and not offset.in_flight and self._up_to_date():
+        if reason is None and not offset.in_flight and inputs.up_to_date():
             self.storage.align(state)
             return Outcome(int(offset.last[0]), "noop", reason="up to date")
-        self.redo = offset.in_flight
+        inputs.redo = offset.in_flight
         batch = int(offset.next[0]) if offset.in_flight else int(offset.last[0]) + 1 if offset.last else 1
-        if reason is None and self.redo and state.chunked.get("batch") == batch:
-            self.resume, self.span = True, int(state.chunked["chunks"])
+        if reason is None and inputs.redo and state.chunked.get("batch") == batch:
+            inputs.resume, self.span = True, int(state.chunked["chunks"])
         elif reason is None and forced is None:  # decided without any key: on the keys the probe counted
-            probed = max((self.probe.changed_keys.get(part.main_input, 0) for part in self.plan.parts), default=0)
+            probed = max((inputs.probe.changed_keys.get(part.main_input, 0) for part in self.plan.parts), default=0)
             decided = strategy.before_changes(self.kind, state.base_rows, self.history, probed)
             forced = decided if decided.strategy == FULL else None
         reason = forced.reason if forced is not None else reason
         self.store.set_next(self.leases[self.plan.topic()], (batch,), self.now())
-        ranges = None if beside else self._plan_ranges(batch, fresh=reason is not None)  # else after the build
+        ranges = None if beside else inputs.plan_ranges(batch, fresh=reason is not None)  # else after the build
         if ranges is not None and reason is None and new_input(ranges):
             reason = "a new input"
-            ranges = self._plan_ranges(batch, fresh=True)
+            ranges = inputs.plan_ranges(batch, fresh=True)
         if ranges is not None:
             self.phase("mv:next-written")
         if forced is not None:
             self.echo(f"{self.plan.name}: {forced.reason}, a full build ({forced.words()})")
             self.phase("mv:fanout-guard")
-        self._sql("create_schema")
+        self.scope.sql("create_schema")
         outcome = self._build(batch, state, ranges, reason, forced, beside) if reason is not None \
             else self._refresh(batch, state, ranges)
-        outcome.redo, outcome.covered = self.redo, self._covers()
+        outcome.redo, outcome.covered = inputs.redo, inputs.covered()
         return outcome
 
     def _early_build(self, state: MvState) -> Decision | None:
@@ -398,121 +378,24 @@ class _Refresh:
         decided = strategy.before_changes(self.kind, state.base_rows, self.history)
         return decided if decided.strategy == FULL else None
 
-    def _covers(self) -> bool:
-        """Whether the batch read every input up to the position the probe saw. A redo reads
-        the ranges planned before its crash, so changes that landed since are still waiting."""
-        for input_id, mode in self.modes.items():
-            current = mode.current(self)
-            if current is not None and tuple(self.ranges[input_id][1] or ()) != tuple(current):
-                return False
-        return True
-
-    # -- the no-op fast path and the current positions -----------------------------------
-    def _probe(self, since_last: bool, skip: frozenset[str] = frozenset()) -> Probe:
-        """What the inputs hold now, in one Spark query for all the modes that ask one (newest
-        positions, fingerprints; see ``compiler.kinds.mv.change_modes``). With ``since_last`` a mode may
-        look only past the committed ``last``, and a Delta input whose log says that no row changed
-        since the last commit is not read at all (``Positions.unchanged``); a rebuild asks for the
-        true newest. ``skip``: the inputs pinned for a probe beside the build (``_build``)."""
-        self.probe = Probe()
-        if since_last and not skip:
-            skip = frozenset(input_id for input_id, mode in self.modes.items() if isinstance(mode, Positions)
-                             and mode.unchanged(self, self.store.get(self.plan.topic(input_id))))
-        self._probe_inputs(since_last, lambda input_id: input_id not in skip)
-        return self.probe
-
-    def _probe_inputs(self, since_last: bool, which: Callable[[str], bool]) -> None:
-        """The probe of the inputs ``which`` accepts, into ``self.probe``."""
-        frames = []
-        for n, (input_id, mode) in enumerate(self.modes.items()):
-            if not which(input_id):
-                continue
-            offset = self.store.get(self.plan.topic(input_id)) if since_last else None
-            frame = mode.probe(self, tuple(offset.last) if offset is not None and offset.last else None, f"p{n}")
-            if frame is not None:
-                frames.append(frame)
-        for row in _union_all(frames).collect() if frames else []:
-            self.modes[row["input"]].read_probe(self, row)
-
-    def _pin(self) -> frozenset[str]:
-        """Pin each position and feed input stored as Delta to its newest version, read from its log
-        (no job; not over Spark Connect): its probe reads it as of that version, so a commit can keep
-        the version with the position it saw (``Positions.state``), and a build decided before the
-        probe runs the probe beside it (the build reads the table later: at least that version)
-        rather than first, a fixed cost the peer's one statement does not pay."""
-        return frozenset(input_id for input_id, mode in self.modes.items()
-                         if isinstance(mode, Positions) and mode.pin(self))
-
-    def _mode_reason(self) -> str | None:
-        """Why an input's committed position cannot be continued from (another mode kept it, its
-        table was re-created): a full build."""
-        for input_id, mode in self.modes.items():
-            offset = self.store.get(self.plan.topic(input_id))
-            reason = mode.rebuild_reason(self, offset) if offset is not None else None
-            if reason:
-                return reason
-        return None
-
-    def _up_to_date(self) -> bool:
-        """``mv_decisions.up_to_date`` over what each input's topic committed and the probe sees now
-        (each mode says what it compares: a position, a fingerprint, an upstream MV's batch)."""
-        return up_to_date({input_id: self._seen(input_id, mode) for input_id, mode in self.modes.items()})
-
-    def _seen(self, input_id: str, mode: ChangeMode) -> Seen:
-        offset = self.store.get(self.plan.topic(input_id))
-        if offset is None or offset.last is None or offset.in_flight:
-            return Seen(False, None, None)
-        return mode.seen(self, offset)
-
-    def _input_states(self, batch: int, ranges: dict) -> dict[str, str]:
-        """Each input topic's state at the commit (each mode's). A snapshot's fingerprint is computed
-        from the snapshot itself, so it describes exactly what was diffed; an input whose snapshot
-        was not retaken keeps the fingerprint of its last commit (see ``Snapshots.state``)."""
-        if self.snapshot_fingerprints is None:
-            frames = self._snapshot_fingerprint_frames(batch, ranges)
-            self.snapshot_fingerprints = {row["input"]: row["fingerprint"]
-                                          for row in (_union_all(frames).collect() if frames else [])}
-        return {input_id: mode.state(self, self.snapshot_fingerprints.get(input_id))
-                for input_id, mode in self.modes.items() if input_id in ranges}
-
-    def _snapshot_fingerprint_frames(self, batch: int, ranges: dict) -> list["DataFrame"]:
-        frames = [mode.fingerprint_frame(self, batch, ranges[input_id][1]) for input_id, mode in self.modes.items()]
-        return [frame for frame in frames if frame is not None]
-
-    # -- positions -----------------------------------------------------------------------
-    def _plan_ranges(self, batch: int, fresh: bool) -> dict[str, tuple[Any, Any]]:
-        """(last, next) per input (``mv_decisions.input_range``); ``next`` is written before the batch's
-        work, except by a build with its probe beside it (``_build``): a redo of a build reads anew."""
-        ranges = {}
-        for input_id, mode in self.modes.items():
-            topic = self.plan.topic(input_id)
-            offset = self.store.get(topic) or Offset(topic)
-            ranges[input_id] = mode.plan_range(self, offset, batch, fresh, resume=self.resume and not fresh)
-            nxt = ranges[input_id][1]
-            self.store.set_next(self.leases[topic], nxt if nxt is not None else (), self.now())
-        self.ranges = ranges
-        return ranges
-
     # -- full build ----------------------------------------------------------------------
     def _build(self, batch: int, state: MvState, ranges: dict | None, reason: str, decision: Decision | None = None,
                pinned: frozenset[str] = frozenset()) -> Outcome:
         """A full build. Without ``ranges`` (a build known before the probe) the ``pinned`` inputs'
         probe runs beside it and the ranges are planned after it, before the commit."""
         self.echo(f"{self.plan.name}: full build, batch {batch} ({reason})")
-        self._adaptive(True)
+        self.scope.adaptive(True)
         self.decision = decision or Decision(FULL, reason, rows=state.base_rows)
         self.span = 1  # a chunked try left partitions after batch: the new slot's delta starts empty
-        self.snapshot_fingerprints = None  # every snapshot is taken anew
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"probe-{self.plan.name}") as beside:
-            probing = beside.submit(self._probe_inputs, False, pinned.__contains__) if pinned else None
-            for mode in self.modes.values():
-                mode.build(self, batch)
+            probing = beside.submit(self.inputs.probe_only, False, pinned.__contains__) if pinned else None
+            self.inputs.build(batch)
             self.phase("mv:build-snapshots")
             new_state = self.storage.build(state, batch)
             if probing is not None:
                 probing.result()
         if ranges is None:
-            ranges = self._plan_ranges(batch, fresh=True)
+            ranges = self.inputs.plan_ranges(batch, fresh=True)
             self.phase("mv:next-written")
         new_state.built = state.built if self.known_keys else batch  # the keys published: serving stores go on by key
         self._commit(batch, ranges, new_state, new_state.base_rows, {}, keys=new_state.base_rows)
@@ -528,16 +411,16 @@ class _Refresh:
         (it checks the whole MV after a build). Returns the build's batch when it published no keys
         (``MvState.unpublished``: a reader at an older batch rebuilds), else 0."""
         if not (self.known_keys and self.plan.consumers):  # a reader at an older batch rebuilds: its keys can go
-            self._sql("drop_changes")
-        self._sql("create_changes", **args)
+            self.scope.sql("drop_changes")
+        self.scope.sql("create_changes", **args)
         if self.known_keys and self.plan.consumers:
-            self._sql("publish_all", batch=batch)  # view ``keys``: the affected keys
+            self.scope.sql("publish_all", batch=batch)  # view ``keys``: the affected keys
             return 0
         if not any(c.startswith("test:") for c in self.plan.consumers):
             return batch
         keys = self.published(rows) if old is None else self.published(rows).union(self.published(old()))
-        self._view("keys", keys.distinct())  # read once, by the publish
-        self._sql("publish_all", batch=batch)
+        self.scope.view("keys", keys.distinct())  # read once, by the publish
+        self.scope.sql("publish_all", batch=batch)
         return 0
 
     def published(self, rows: "DataFrame") -> "DataFrame":
@@ -548,7 +431,7 @@ class _Refresh:
 
     # -- key-driven refresh --------------------------------------------------------------
     def _refresh(self, batch: int, state: MvState, ranges: dict) -> Outcome:
-        if self.redo:
+        if self.inputs.redo:
             self.storage.prepare_redo(state)
         self.storage.align(state)  # after a redo's restore, which may undo an earlier try's ALTER
         try:
@@ -559,23 +442,23 @@ class _Refresh:
                 raise
             reason = f"the Delta history this batch needs is not available ({gone}: vacuumed, cleaned up or never recorded)"
             self.echo(f"{self.plan.name}: {reason}, switching to a full build")
-            self._drop_views()
-            return self._build(batch, state, self._plan_ranges(batch, fresh=True), reason)
+            self.scope.drop()
+            return self._build(batch, state, self.inputs.plan_ranges(batch, fresh=True), reason)
         outcome = Outcome(batch, "refresh", changed=changed)
         kind, rows = self.kind, state.base_rows
         if not any(changed.values()):
             outcome.mode = "noop"
             self._commit(batch, ranges, state, 0, changed)
             return outcome
-        if not self.resume:
+        if not self.inputs.resume:
             mains = [part.main_input for part in self.plan.parts]
             early = strategy.before_keys(kind, changed, mains, rows, self.history)
             if early.strategy == FULL:
                 return self._switch_to_build(batch, state, early)
-        self._view("stored", self.storage.stored(state, batch))
-        outcome.affected = self._affected(changed)
+        self.scope.view("stored", self.storage.stored(state, batch))
+        outcome.affected, self.affected_parts = affected_keys(self.scope, changed)
         self.phase("mv:affected-keys")
-        if self.resume:
+        if self.inputs.resume:
             done = int(state.chunked.get("done", 0))
             self.decision = Decision(CHUNKED, f"resuming the crashed chunked batch at chunk {done + 1} of {self.span}",
                                      outcome.affected, rows, {}, self.span)
@@ -601,7 +484,7 @@ class _Refresh:
         slot is rebuilt by the next run, Delta's OPTIMIZE commits whole or not at all), its seconds
         logged as a step of its own: the cost model adds them to a batch by key of a small MV."""
         started = time.monotonic()
-        self._adaptive(True)
+        self.scope.adaptive(True)
         self.storage.compact(state)
         self._log_step(batch, self.now(), 0, started, strategy.COMPACTION, {"rows": state.base_rows, "reason": reason})
 
@@ -612,22 +495,19 @@ class _Refresh:
         self.phase("mv:fanout-guard")
         self.known_keys = keys_known and not (self.plan.grouped or self.plan.grain)
         if not self.known_keys:
-            self._drop_views()
-        return self._build(batch, state, self._plan_ranges(batch, fresh=True), decision.reason, decision)
+            self.scope.drop()
+        return self._build(batch, state, self.inputs.plan_ranges(batch, fresh=True), decision.reason, decision)
 
     def _write_keys(self, batch: int, state: MvState, keys: int) -> None:
         """Recompute the rows of the ``keys`` keys in view ``keys`` and write them as batch ``batch``."""
-        self._view("rows", self._sql("refresh"))  # read once, by the write: no checkpoint needed
+        self.scope.view("rows", self.scope.sql("refresh"))  # read once, by the write: no checkpoint needed
         lean = 0 < keys <= BROADCAST_KEYS and not self.storage.adaptive_write(keys)  # a chunk passes 0 keys
         if not lean:
-            self._adaptive(True)
-        self.spark.conf.set(BROADCAST, "-1" if lean else self.broadcast)
-        try:
+            self.scope.adaptive(True)
+        with self.scope.broadcasts(on=not lean):
             self.storage.write(state, batch, keys)
-        finally:
-            self.spark.conf.set(BROADCAST, self.broadcast)
         if self.plan.consumers:
-            self._sql("publish", batch=batch)
+            self.scope.sql("publish", batch=batch)
         else:  # no MV reads the keys: the job is saved; one that reads this MV later from an older batch rebuilds
             state.unpublished = batch
         self.phase("mv:published")
@@ -637,18 +517,18 @@ class _Refresh:
         ``i`` is written as batch ``batch + i`` (its own delta and published partition, so each
         chunk's write is idempotent) and recorded in the MV topic's state, so a crash resumes at
         the next chunk. Returns the first chunk this try wrote."""
-        done = int(state.chunked.get("done", 0)) if self.resume else 0
+        done = int(state.chunked.get("done", 0)) if self.inputs.resume else 0
         self.span = chunks
-        self._adaptive(True)  # chunks are wide by definition
+        self.scope.adaptive(True)  # chunks are wide by definition
         for part in self.plan.parts:
-            self._view(f"affected_all_p{part.index}", self.affected_parts[part.index])
+            self.scope.view(f"affected_all_p{part.index}", self.affected_parts[part.index])
         for chunk in range(done, chunks):
             if chunk > done:  # a group spans chunks: each chunk's write replaces what the chunks before it wrote
-                self._view("stored", self.storage.stored(state, batch))
+                self.scope.view("stored", self.storage.stored(state, batch))
             for part in self.plan.parts:
-                frame = self._sql(f"chunk:p{part.index}", chunk=chunk, chunks=chunks)
-                self._view(f"affected_p{part.index}", _small(frame, self.decision.keys or 0))
-            self._view("keys", self._sql("keys"))
+                frame = self.scope.sql(f"chunk:p{part.index}", chunk=chunk, chunks=chunks)
+                self.scope.view(f"affected_p{part.index}", small(frame, self.decision.keys or 0))
+            self.scope.view("keys", self.scope.sql("keys"))
             self._write_keys(batch + chunk, state, 0)
             self.phase("mv:chunk-written")
             state.chunked = {"batch": batch, "chunks": chunks, "done": chunk + 1}
@@ -658,77 +538,22 @@ class _Refresh:
         return done
 
     def _changed_keys(self, batch: int, ranges: dict) -> dict[str, int]:
-        """The changed keys of every input that moved, materialized together in one checkpoint
-        (each input's view selects its rows from it) by the one job that counts them and reads the
-        fingerprints of the snapshots taken for the commit."""
-        from pyspark.sql import functions as F
-
-        changed, frames = {input_id: 0 for input_id in self.plan.inputs}, {}
-        for input_id, mode in self.modes.items():
-            last, nxt = ranges[input_id]
-            if tuple(last or ()) == tuple(nxt or ()):
-                continue  # no position moved, or a dictionary with the fingerprint of its last snapshot
-            frames[input_id] = mode.changes(self, batch, last, nxt)
+        """The changed keys of every input that moved (``compiler.kinds.mv.keys``), 0 for the others."""
+        changed = {input_id: 0 for input_id in self.plan.inputs}
+        frames = self.inputs.changes(batch, ranges)
         if not frames:
             return changed
-        tags = {input_id: n for n, input_id in enumerate(frames)}
-        tagged = [frame.select(F.lit(tags[i]).alias(_TAG), *[F.col(c).alias(f"{_TAG}{tags[i]}_{j}")
-                                                            for j, c in enumerate(frame.columns)])
-                  for i, frame in frames.items()]
-        keys = self._checkpoint(_union_all(tagged))
-        counts = keys.groupBy(_TAG).count().select(F.col(_TAG).cast("string").alias("input"), "count")
-        rows = [r.asDict() for r in _union_all([counts, *self._snapshot_fingerprint_frames(batch, ranges)]).collect()]
-        names = {str(n): input_id for input_id, n in tags.items()}
-        changed.update({names[r["input"]]: r["count"] for r in rows if r.get("fingerprint") is None})
-        self.snapshot_fingerprints = {r["input"]: r["fingerprint"] for r in rows if r.get("fingerprint") is not None}
-        for input_id, frame in frames.items():
-            n = tags[input_id]
-            own = [F.col(f"{_TAG}{n}_{j}").alias(c) for j, c in enumerate(frame.columns)]
-            mine = _small(keys.where(F.col(_TAG) == n).select(*own), changed[input_id])
-            self._view(f"changed_{self.plan.inputs[input_id].slug}", mine)
+        counts, self.inputs.fingerprints = changed_keys(self.scope, frames, self.inputs.fingerprint_frames(batch, ranges))
+        changed.update(counts)
         self.phase("mv:changed-keys")
         return changed
-
-    def _affected(self, changed: dict[str, int]) -> int:
-        """Affected main keys of every part (checkpointed; views ``affected_p<i>``) and their MV
-        keys (view ``keys``); returns how many MV keys."""
-        moved = {input_id for input_id, n in changed.items() if n}
-        parts = {}
-        for part in self.plan.parts:
-            names = [f"key:{i}:p{part.index}" for i in sorted(moved)]
-            for name, inputs in (("lookup", lookup_inputs(part)), ("walk", walk_inputs(part))):
-                if moved & inputs:
-                    names.append(f"{name}:p{part.index}")
-                    self._empty_changed_views(inputs - moved)  # the query reads the view of each of its inputs
-            frames = [self._sql(name) for name in names if name in self.derived.queries]
-            if frames:
-                parts[part.index] = self._checkpoint(_union_all(frames).distinct())
-            else:
-                parts[part.index] = self.spark.table(self.plan.inputs[part.main_input].relation).select(*part.main_key).limit(0)
-            self._view(f"affected_p{part.index}", parts[part.index])
-            if part.partitions and frames:  # windows: every main key of the partitions touched
-                parts[part.index] = self._checkpoint(self._sql(f"partitions:p{part.index}"))
-                self._view(f"affected_p{part.index}", parts[part.index])
-        keys = self._sql("keys")  # over the checkpoints above: the same keys at every use
-        count = keys.count()
-        # No part has more distinct main keys than there are MV keys: each maps to its own.
-        for index, frame in parts.items():
-            self.affected_parts[index] = _small(frame, count)
-            self._view(f"affected_p{index}", self.affected_parts[index])
-        self._view("keys", _small(keys, count))
-        return count
-
-    def _empty_changed_views(self, inputs: set[str]) -> None:
-        for input_id in inputs:
-            info = self.plan.inputs[input_id]
-            self._view(f"changed_{info.slug}", self.spark.table(info.relation).select(*info.key).limit(0))
 
     # -- commit --------------------------------------------------------------------------
     def _commit(self, batch: int, ranges: dict, state: MvState, affected: int, changed: dict[str, int],
                 keys: int = 0) -> None:
         """Commit every topic in one transaction (the MV topic at the last batch number the batch
         took), then log the step with how it was applied and how long it took."""
-        states = self._input_states(batch, ranges)
+        states = self.inputs.states(batch, ranges)
         now = self.now()
         last = batch + self.span - 1
         state.chunked = {}
@@ -740,12 +565,11 @@ class _Refresh:
         self.phase("mv:committed")
         decision = self.decision
         detail = {"keys": keys, "rows": state.base_rows, **({"groups": state.groups} if state.groups is not None else {}),
-                  "chunks": decision.chunks if decision else 1, **({"redo": True} if self.redo else {}),
+                  "chunks": decision.chunks if decision else 1, **({"redo": True} if self.inputs.redo else {}),
                   **({"estimates": decision.to_dict()["estimates"], "reason": decision.reason} if decision else {})}
         self._log_step(batch, now, affected, self.started, decision.strategy or "" if decision else "", detail)
         self.phase("mv:step-logged")
-        for input_id, mode in self.modes.items():
-            mode.after_commit(self, batch, *ranges[input_id])
+        self.inputs.after_commit(batch, ranges)
         self.phase("mv:snapshots-dropped")
 
     def _log_step(self, batch: int, now: datetime, rows: int, started: float, how: str, detail: dict) -> None:
@@ -753,73 +577,10 @@ class _Refresh:
                                        seconds=time.monotonic() - started, consumer=self.holder,
                                        token=self.leases[self.plan.topic()].token, strategy=how, detail=detail))
 
-    # -- Spark helpers -------------------------------------------------------------------
-    # what a storage (compiler.kinds.mv.storage) uses
+    # -- what a storage uses (``compiler.kinds.mv.storage.Runner``) ------------------------
     @property
     def definition(self) -> str:
         return definition_hash(self.derived)
 
-    def sql(self, name: str, frames: dict[str, "DataFrame"] | None = None, **args: Any) -> "DataFrame":
-        return self._sql(name, frames, **args)
-
-    def view(self, what: str, frame: "DataFrame") -> None:
-        self._view(what, frame)
-
-    def checkpoint(self, frame: "DataFrame", rows: int) -> "DataFrame":
-        """``frame`` checkpointed by its first read, hinted to be broadcast when its ``rows`` are at
-        most ``BROADCAST_KEYS``."""
-        return _small(self._checkpoint(frame), rows)
-
     def save_state(self, state: MvState) -> None:
         self.store.set_state(self.leases[self.plan.topic()], state.dump(), self.now())
-
-    def _sql(self, name: str, frames: dict[str, "DataFrame"] | None = None, **args: Any) -> "DataFrame":
-        """Derived statement ``name`` with its markers bound from ``args`` and its ``{name}``s read from ``frames``."""
-        text = self.derived[name]
-        return self.spark.sql(text, args={k: v for k, v in args.items() if f":{k}" in text} or None, **(frames or {}))
-
-    def _spark_sql(self, text: str) -> None:
-        self.spark.sql(text)
-
-    def _adaptive(self, on: bool) -> None:
-        self.spark.conf.set(ADAPTIVE, self.adaptive if on else "false")
-
-    def _checkpoint(self, frame: "DataFrame") -> "DataFrame":
-        """A key set materialized once, in Spark (not in the driver), so every later use sees the
-        same keys. Lazily: the caller's next action reads every row of it (a count), which stores
-        it in the same job as the count."""
-        frame = frame.localCheckpoint(eager=False)
-        self.frames.append(frame)
-        return frame
-
-    def _view(self, what: str, frame: "DataFrame") -> None:
-        name = self.plan.view_name(what)
-        frame.createOrReplaceTempView(name)
-        if name not in self.views:
-            self.views.append(name)
-
-    def _drop_views(self) -> None:
-        for name in self.views:
-            self.spark.catalog.dropTempView(name)
-        self.views.clear()
-        for frame in self.frames:
-            frame.unpersist()
-        self.frames.clear()
-
-
-def _union_all(frames: list["DataFrame"]) -> "DataFrame":
-    """One frame of several (by column name; columns a frame lacks are NULL): one Spark job."""
-    union = frames[0]
-    for other in frames[1:]:
-        union = union.unionByName(other, allowMissingColumns=True)
-    return union
-
-
-def _small(frame: "DataFrame", rows: int) -> "DataFrame":
-    """The frame, marked to be broadcast in joins when it holds at most ``BROADCAST_KEYS`` rows, and
-    read by one task when it holds at most ``ONE_TASK_KEYS``."""
-    from pyspark.sql import functions as F
-
-    if 0 < rows <= ONE_TASK_KEYS:
-        frame = frame.coalesce(1)
-    return F.broadcast(frame) if rows <= BROADCAST_KEYS else frame

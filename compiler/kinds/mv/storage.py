@@ -1,7 +1,7 @@
 """How an MV's rows are stored, per table format: the one place a refresh differs by format.
 
-``compiler.kinds.mv.refresh._Refresh`` finds the changed and affected keys and commits the offsets the
-same way for both formats; a storage writes what it computed:
+``compiler.kinds.mv.refresh._Refresh`` finds the changed and affected keys (``compiler.kinds.mv.keys``)
+and commits the offsets the same way for both formats; a storage writes what it computed:
 
 - ``ParquetStorage`` (``table_format: parquet``): base tables in slots a/b, a delta table
   partitioned by batch, and a merge-on-read view under the model's name; a batch writes its
@@ -37,6 +37,7 @@ from .plan import DELETED, SLOTS, WAS, MvPlan
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from . import MvKind
+    from .scope import BatchScope
 
 # Whether a MERGE first copies its source (Delta's default: when it is not a Delta table alone); a
 # checkpoint is a copy already, read the same at both of the MERGE's reads.
@@ -124,12 +125,10 @@ class Runner(Protocol):
     plan: MvPlan
     derived: Derived
     kind: MvKind
+    scope: BatchScope  # the batch's statements, views and checkpoints
 
     def phase(self, name: str) -> None: ...
     def echo(self, text: str) -> None: ...
-    def sql(self, name: str, frames: dict[str, "DataFrame"] | None = None, **args: Any) -> "DataFrame": ...
-    def view(self, what: str, frame: "DataFrame") -> None: ...
-    def checkpoint(self, frame: "DataFrame", rows: int) -> "DataFrame": ...
     def save_state(self, state: MvState) -> None: ...
     def publish_all(self, rows: "DataFrame", old: "Callable[[], DataFrame] | None", batch: int, **args: Any) -> int: ...
     @property
@@ -141,7 +140,7 @@ class MvStorage(Protocol):
 
     def adaptive_write(self, keys: int) -> bool:
         """Whether writing the rows of ``keys`` keys needs adaptive execution
-        (``compiler.kinds.mv.refresh.ADAPTIVE``), which a key-driven batch of a few keys runs without."""
+        (``compiler.kinds.mv.scope.ADAPTIVE``), which a key-driven batch of a few keys runs without."""
 
     def exists(self, state: MvState) -> bool:
         """Whether the stored MV the state describes is there (else the next batch rebuilds)."""
@@ -197,7 +196,7 @@ class ParquetStorage:
 
     def _rows(self, slot: str) -> "DataFrame":
         """The MV's current rows with their hidden key columns (what a compaction keeps)."""
-        return self.run.sql("state", **self._args(slot))
+        return self.run.scope.sql("state", **self._args(slot))
 
     def exists(self, state: MvState) -> bool:
         return bool(state.slot) and self.run.spark.catalog.tableExists(self._table("base", state.slot))
@@ -226,20 +225,20 @@ class ParquetStorage:
         run.phase("mv:build-published")
         if not state.slot:  # the Delta format's tables, when switching (a state of this format's says there are none)
             if _is_view(run.spark, run.plan.relation) is False:
-                run.sql("drop_table")
+                run.scope.sql("drop_table")
             if run.spark.catalog.tableExists(run.plan.table_name("rows")):
-                run.sql("drop_rows")
-        run.sql(f"plain:{slot}")
-        run.sql("readable_view")
+                run.scope.sql("drop_rows")
+        run.scope.sql(f"plain:{slot}")
+        run.scope.sql("readable_view")
         run.phase("mv:build-swapped")
         return MvState(slot, rows, 0, run.definition, unpublished=unpublished, groups=groups)
 
     def _write_base(self, slot: str) -> tuple[int, int | None]:
         base, delta = self._table("base", slot), self._table("delta", slot)
-        self.run.sql("drop_base", base_table=base)
-        self.run.sql("drop_delta", delta_table=delta)
-        self.run.sql("build_base", base_table=base)
-        self.run.sql("create_delta", base_table=base, delta_table=delta)
+        self.run.scope.sql("drop_base", base_table=base)
+        self.run.scope.sql("drop_delta", delta_table=delta)
+        self.run.scope.sql("build_base", base_table=base)
+        self.run.scope.sql("create_delta", base_table=base, delta_table=delta)
         return self._count(base)
 
     def _count(self, base: str) -> tuple[int, int | None]:
@@ -248,7 +247,7 @@ class ParquetStorage:
         if not self.run.plan.grouped:
             rows = parquet_rows(self.run.spark, base)
             return (self.run.spark.table(base).count() if rows is None else rows), None
-        rows, groups = self.run.sql("count_base", base_table=base).first()
+        rows, groups = self.run.scope.sql("count_base", base_table=base).first()
         return int(rows), int(groups)
 
     def write(self, state: MvState, batch: int, affected: int) -> None:
@@ -256,12 +255,12 @@ class ParquetStorage:
         merge-on-read view (put back here when a build or a compaction left a plain one)."""
         delta = self._table("delta", state.slot)
         small = 0 < affected <= SMALL_WRITE_KEYS  # a chunk passes 0
-        self.run.sql("write_delta_small" if small else "write_delta", delta_table=delta, batch=batch)
+        self.run.scope.sql("write_delta_small" if small else "write_delta", delta_table=delta, batch=batch)
         self._refuse_duplicates(delta, batch)
-        self.run.sql("delta_stats", delta_table=delta)
+        self.run.scope.sql("delta_stats", delta_table=delta)
         if not state.delta_rows:
-            self.run.sql(f"view:{state.slot}")
-            self.run.sql("readable_view")
+            self.run.scope.sql(f"view:{state.slot}")
+            self.run.scope.sql("readable_view")
         self.run.phase("mv:delta-written")
         state.delta_rows += affected
 
@@ -269,7 +268,7 @@ class ParquetStorage:
         """Rows sharing an MV key (a source's rows breaking its keys) would leave readers one of them
         at random: the batch's partition goes and the run fails naming them, as a Delta MERGE does."""
         run = self.run
-        found = run.sql("batch_duplicates", delta_table=delta, batch=batch).collect()
+        found = run.scope.sql("batch_duplicates", delta_table=delta, batch=batch).collect()
         if found:
             run.spark.sql(bind_literal(run.derived["drop_batch"], "batch", batch), args={"delta_table": delta})
             keys = [", ".join(str(v) for v in row[:-1]) for row in found]
@@ -280,16 +279,16 @@ class ParquetStorage:
         run = self.run
         slot = SLOTS[1] if state.slot == SLOTS[0] else SLOTS[0]
         base, delta = self._table("base", slot), self._table("delta", slot)
-        run.view("current", self._rows(state.slot))
-        run.sql("drop_base", base_table=base)
-        run.sql("drop_delta", delta_table=delta)
-        run.sql("compact", base_table=base)
-        run.sql("create_delta", base_table=base, delta_table=delta)
+        run.scope.view("current", self._rows(state.slot))
+        run.scope.sql("drop_base", base_table=base)
+        run.scope.sql("drop_delta", delta_table=delta)
+        run.scope.sql("compact", base_table=base)
+        run.scope.sql("create_delta", base_table=base, delta_table=delta)
         run.phase("mv:compaction-written")
         run.save_state(replace(state, swapping=slot))
         run.phase("mv:compaction-marked")
-        run.sql(f"plain:{slot}")
-        run.sql("readable_view")
+        run.scope.sql(f"plain:{slot}")
+        run.scope.sql("readable_view")
         run.phase("mv:compaction-swapped")
         (state.base_rows, state.groups), state.slot, state.delta_rows = self._count(base), slot, 0
         run.save_state(state)
@@ -324,8 +323,8 @@ class DeltaStorage:
 
     def stored(self, state: MvState, batch: int) -> "DataFrame":
         # The version of the last commit, not the newest: a crashed try may have merged since.
-        self.run.view("before", self._as_of(state.version))
-        return self.run.sql("stored")
+        self.run.scope.view("before", self._as_of(state.version))
+        return self.run.scope.sql("stored")
 
     def prepare_redo(self, state: MvState) -> None:
         """A crashed try may have merged keys the redo does not find again (a dictionary edit
@@ -341,9 +340,9 @@ class DeltaStorage:
         does it again."""
         if list(self.run.plan.cluster_by) == state.cluster_by:
             return
-        self.run.sql("cluster_by")
+        self.run.scope.sql("cluster_by")
         if self.run.plan.cluster_by:  # OPTIMIZE reclusters the files of the old layout too (measured)
-            self.run.sql("optimize")
+            self.run.scope.sql("optimize")
             state.delta_rows = 0  # compacted as well
         state.cluster_by, state.version = list(self.run.plan.cluster_by), delta_version(self.run.spark, self.table)
         self.run.save_state(state)
@@ -359,17 +358,17 @@ class DeltaStorage:
         switching = state.version < 0 or bool(state.slot)  # the last state is not this format's: parquet's may be there
         behind_view = self.table != run.plan.relation
         if not behind_view and _is_view(run.spark, self.table):  # the parquet format's view, or this one's reader view
-            run.sql("drop_view")
-        run.sql("build")
+            run.scope.sql("drop_view")
+        run.scope.sql("build")
         if run.plan.cluster_by:  # CREATE … CLUSTER BY does not cluster what it writes; OPTIMIZE does
-            run.sql("optimize")
+            run.scope.sql("optimize")
         if behind_view:
             if _is_view(run.spark, run.plan.relation) is False:  # its table under the model's name, as kept before
-                run.sql("drop_table")
-            run.sql("reader_view")
-            run.sql("readable_view")
+                run.scope.sql("drop_table")
+            run.scope.sql("reader_view")
+            run.scope.sql("readable_view")
         elif run.spark.catalog.tableExists(run.plan.table_name("rows")):  # the table beside its reader view, as kept before
-            run.sql("drop_rows")
+            run.scope.sql("drop_rows")
         run.phase("mv:build-replaced")
         version, metrics = delta_commit(run.spark, self.table)  # the rows from the commit's metrics: no count
         rows = int(metrics["numOutputRows"]) if "numOutputRows" in metrics else run.spark.table(self.table).count()
@@ -377,10 +376,10 @@ class DeltaStorage:
         version = delta_version(run.spark, self.table) if deletion_vectors else version
         leftovers = [n for n in run.derived.queries if n.startswith("drop:")] if switching else []
         for name in leftovers:  # the parquet format's tables
-            run.sql(name)
+            run.scope.sql(name)
         unpublished = run.publish_all(run.spark.table(self.table), old, batch)
         run.phase("mv:build-published")
-        groups = int(run.sql("count_groups").first()[0]) if run.plan.grouped else None
+        groups = int(run.scope.sql("count_groups").first()[0]) if run.plan.grouped else None
         return MvState(base_rows=rows, definition=run.definition, version=version, unpublished=unpublished,
                        cluster_by=list(run.plan.cluster_by), groups=groups, deletion_vectors=deletion_vectors)
 
@@ -395,7 +394,7 @@ class DeltaStorage:
 
         if enabled or compacts_every_batch(self.run.kind, rows):
             return enabled
-        self.run.sql("deletion_vectors")
+        self.run.scope.sql("deletion_vectors")
         return True
 
     def write(self, state: MvState, batch: int, affected: int) -> None:
@@ -411,7 +410,7 @@ class DeltaStorage:
         then the rows it writes). Delta copies them first, in as many jobs as they have joins, each
         input broadcast by a job of its own. The rows of up to ``BROADCAST_ROWS`` keys are a
         checkpoint instead, written by the first read in one job whose joins are stages
-        (``refresh.BROADCAST``), hinted to be broadcast, and read by Delta as they are
+        (``scope.BROADCAST``), hinted to be broadcast, and read by Delta as they are
         (``MATERIALIZE``); more, or a chunk (``affected`` 0), are copied by Delta under adaptive
         execution, which sees their size. A GROUP BY MV counts the groups the batch adds and removes
         (their keys as of the last commit: ``stored``): from the checkpoint, or observed on Delta's
@@ -420,18 +419,18 @@ class DeltaStorage:
         if self.adaptive_write(affected):
             from pyspark.sql import Observation
 
-            rows, observation = run.sql("merge_rows"), None
+            rows, observation = run.scope.sql("merge_rows"), None
             if run.plan.grouped:
                 observation = Observation(f"mvflow_groups_{uuid.uuid4().hex}")
                 rows = rows.observe(observation, *self._group_changes())
-            merged = run.sql("merge", frames={"rows": rows})
+            merged = run.scope.sql("merge", frames={"rows": rows})
             counts = observed(observation) if observation is not None else None
         else:
-            rows = run.checkpoint(run.sql("merge_rows"), affected)
+            rows = run.scope.checkpoint(run.scope.sql("merge_rows"), affected)
             chosen = run.spark.conf.get(MATERIALIZE, None)
             run.spark.conf.set(MATERIALIZE, "none")
             try:
-                merged = run.sql("merge", frames={"rows": rows})
+                merged = run.scope.sql("merge", frames={"rows": rows})
             finally:
                 run.spark.conf.set(MATERIALIZE, chosen) if chosen is not None else run.spark.conf.unset(MATERIALIZE)
             counts = rows.agg(*self._group_changes()).first().asDict() if run.plan.grouped else None
@@ -449,7 +448,7 @@ class DeltaStorage:
     def _groups_after(self, state: MvState, counts: dict | None) -> int | None:
         """The MV's groups after the MERGE: unknown when Spark did not deliver the counts (Spark Connect)."""
         if state.groups is None:  # a state kept before groups were counted: counted once, after the merge
-            return int(self.run.sql("count_groups").first()[0])
+            return int(self.run.scope.sql("count_groups").first()[0])
         return None if counts is None else state.groups + int(counts["added"]) - int(counts["removed"])
 
     def compact(self, state: MvState) -> None:
@@ -457,7 +456,7 @@ class DeltaStorage:
         deletion vectors hide many rows (a new version, the same rows); with ``cluster_by`` it also
         clusters the files it has not clustered yet (Delta's liquid clustering)."""
         run = self.run
-        run.sql("optimize")
+        run.scope.sql("optimize")
         run.phase("mv:optimized")
         state.deletion_vectors = self.deletion_vectors(state.base_rows, state.deletion_vectors)
         state.version, state.delta_rows = delta_version(run.spark, self.table), 0
