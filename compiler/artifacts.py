@@ -116,7 +116,7 @@ def _lineage_entry(traced: Lineage, manifest: Manifest, name: str) -> dict[str, 
     model = manifest.models[name]
     from .kinds import MvKind
     from .kinds.mv.derive import input_paths
-    from .kinds.mv.plan import mv_plan
+    from .kinds.mv.analyze import mv_plan
 
     if not isinstance(model.kind, MvKind) or entry is None:
         return entry

@@ -515,7 +515,7 @@ def explain(obj: _Context, model, costs, target) -> None:
     from .errors import CompileError, Problem, did_you_mean
     from .kinds import MvKind
     from .kinds.mv.derive import explain as describe
-    from .kinds.mv.plan import mv_plan
+    from .kinds.mv.analyze import mv_plan
     from .kinds.mv.refresh import strategy_lines
 
     manifest = obj.manifest(target)

@@ -30,7 +30,7 @@ from .dbt.exposures import load_exposures
 from .dbt.packages import check_installed
 from .kinds.ephemeral import cte_name
 from .kinds.mv.lift import lift_models
-from .kinds.mv.plan import check_mvs
+from .kinds.mv.analyze import check_mvs
 from .kinds.seed import read_seed, seed_select
 from .kinds.snapshot import SnapshotKind
 from .manifest import Manifest, Model

@@ -1,5 +1,5 @@
 """A model's or seed's unique key as its project declares it, and where: what an ``mv`` reading it
-keys its rows by (``compiler.kinds.mv.plan``).
+keys its rows by (``compiler.kinds.mv.analyze``).
 
 In order: the ``unique_key`` config, then dbt's ``constraints`` (``primary_key``), then a column
 that carries both a ``unique`` and a ``not_null`` test (what dbt projects already declare of their

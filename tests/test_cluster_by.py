@@ -16,7 +16,7 @@ from compiler.artifacts import write_artifacts
 from compiler.compile import compile_project
 from compiler.errors import CompileError
 from compiler.kinds import KindError, create_kind
-from compiler.kinds.mv.plan import mv_plan
+from compiler.kinds.mv.analyze import mv_plan
 from compiler.kinds.mv.refresh import run_mv
 from compiler.kinds.mv.storage import MvState
 from compiler.kinds.table import run_table

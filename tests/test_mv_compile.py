@@ -13,7 +13,7 @@ import sqlglot
 
 from compiler.errors import CompileError
 from compiler.kinds.mv.derive import derive, explain
-from compiler.kinds.mv.plan import CODES, plan_from_sql
+from compiler.kinds.mv.analyze import CODES, plan_from_sql
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mv"
 
@@ -92,12 +92,13 @@ def test_fixture_files_cover_every_code():
 
 
 def test_input_ast_is_not_modified():
-    from compiler.kinds.mv.plan import _Analyzer
+    from compiler.kinds.mv.analyze import analyze
+    from compiler.kinds.mv.analyze.report import Report
     from compiler.parse import parse_select
 
     ast = parse_select("SELECT id FROM d.o AS o", "m.sql")
     before = repr(ast)
-    _Analyzer("mv", "db.mv", "m.sql", 0, ast, {"d.o": _source()}, ()).plan()
+    analyze(Report("mv", "m.sql", 0), "db.mv", ast, {"d.o": _source()}, ())
     assert repr(ast) == before
 
 
@@ -154,7 +155,7 @@ def test_compile_reports_mv_errors_at_file_lines(make_project):
 
 def test_an_mv_publishes_its_keys_only_when_an_mv_reads_it(make_project):
     from compiler.compile import compile_project
-    from compiler.kinds.mv.plan import mv_plan
+    from compiler.kinds.mv.analyze import mv_plan
     from compiler.project import load_project
 
     root = make_project({
@@ -203,7 +204,7 @@ def test_an_input_table_or_seed_is_keyed_by_what_the_project_declares(make_proje
     """unique_key first, then dbt's primary_key constraint, then a column tested unique and not_null;
     explain says which."""
     from compiler.compile import compile_project
-    from compiler.kinds.mv.plan import mv_plan
+    from compiler.kinds.mv.analyze import mv_plan
     from compiler.project import load_project
 
     root = make_project({
@@ -229,7 +230,7 @@ def test_a_seed_is_keyed_by_what_a_view_renaming_it_declares(make_project):
     the seed it renames: that keys the seed, unless the view filters (it says nothing of the rows it
     leaves out)."""
     from compiler.compile import compile_project
-    from compiler.kinds.mv.plan import mv_plan
+    from compiler.kinds.mv.analyze import mv_plan
     from compiler.project import load_project
 
     def project(where: str):
@@ -256,7 +257,7 @@ def test_a_seed_is_keyed_by_what_a_view_renaming_it_declares(make_project):
 
 def test_an_incremental_model_is_keyed_by_its_unique_key_only_when_it_merges_by_it(make_project):
     from compiler.compile import compile_project
-    from compiler.kinds.mv.plan import mv_plan
+    from compiler.kinds.mv.analyze import mv_plan
     from compiler.project import load_project
 
     def project(strategy: str):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from compiler.kinds.mv.derive import explain
-from compiler.kinds.mv.plan import mv_plan
+from compiler.kinds.mv.analyze import mv_plan
 from compiler.phases import Crash, crash_at
 
 sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib

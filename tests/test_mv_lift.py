@@ -12,7 +12,7 @@ from compiler.compile import compile_project
 from compiler.errors import CompileError
 from compiler.graph import model_id
 from compiler.kinds.mv.derive import explain
-from compiler.kinds.mv.plan import mv_plan
+from compiler.kinds.mv.analyze import mv_plan
 from compiler.project import load_project
 from compiler.select import select
 

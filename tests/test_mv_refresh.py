@@ -235,7 +235,7 @@ def test_a_small_mv_is_compacted_after_every_batch_and_its_cost_is_counted(spark
         view = spark.sql(f"SHOW CREATE TABLE {w.db}.wide").first()[0]
         assert "__mvflow_base_" in view and "__mvflow_delta_" not in view, view
     else:
-        from compiler.kinds.mv.plan import mv_plan
+        from compiler.kinds.mv.analyze import mv_plan
 
         stored = mv_plan(w.manifest.models["wide"], w.manifest).table  # beside the view: it keeps hidden keys
         detail = spark.sql(f"DESCRIBE DETAIL {stored}").first()
@@ -394,7 +394,7 @@ def test_the_changed_keys_are_the_rows_the_probe_read_past_last(parquet_world):
 
 def test_unchanged_dictionary_keeps_its_snapshot_and_later_edits_are_found(parquet_world):
     world = parquet_world
-    from compiler.kinds.mv.plan import mv_plan
+    from compiler.kinds.mv.analyze import mv_plan
 
     plan = mv_plan(world.manifest.models["wide"], world.manifest)
 
@@ -419,7 +419,8 @@ def test_unchanged_dictionary_keeps_its_snapshot_and_later_edits_are_found(parqu
 
 def test_switching_the_table_format_rebuilds_in_the_other_format_and_back(spark, tmp_path):
     from compiler.compile import compile_project
-    from compiler.kinds.mv.plan import SLOTS, mv_plan
+    from compiler.kinds.mv.plan import SLOTS
+    from compiler.kinds.mv.analyze import mv_plan
     from compiler.project import load_project
     from compiler.table_format import is_delta_table
     from mv_world import WIDE, with_format
@@ -447,7 +448,7 @@ def test_switching_the_table_format_rebuilds_in_the_other_format_and_back(spark,
 
 
 def test_delta_batch_is_one_commit_and_a_redo_forgets_what_the_crashed_merge_wrote(spark, tmp_path):
-    from compiler.kinds.mv.plan import mv_plan
+    from compiler.kinds.mv.analyze import mv_plan
     from compiler.kinds.mv.storage import MvState
     from compiler.table_format import delta_version
 

@@ -60,7 +60,7 @@ def test_union_all_parts_follow_every_change(spark, tmp_path, shape):
 
 def test_union_all_with_computed_keys_explains_how_parts_are_told_apart(spark, tmp_path):
     from compiler.kinds.mv.derive import explain
-    from compiler.kinds.mv.plan import mv_plan
+    from compiler.kinds.mv.analyze import mv_plan
 
     world = _world(spark, tmp_path, "computed")
     text = explain(mv_plan(world.manifest.models["parts"], world.manifest))
@@ -176,7 +176,7 @@ def test_one_to_many_joins_grow_shrink_and_move(spark, tmp_path):
 
 def test_one_to_many_explain_names_the_grain(spark, tmp_path):
     from compiler.kinds.mv.derive import explain
-    from compiler.kinds.mv.plan import mv_plan
+    from compiler.kinds.mv.analyze import mv_plan
 
     world = World(spark, tmp_path, {"tags": tags_model("LEFT JOIN"), "staff": STAFF})
     tags = explain(mv_plan(world.manifest.models["tags"], world.manifest))
@@ -191,7 +191,7 @@ def test_readers_see_exactly_the_select_columns(spark, tmp_path, table_format):
     """Issue 29 item 8: the hidden key columns of a unique-key join and of a one-to-many grain the
     SELECT does not select stay in the stored table; the relation readers query has the SELECT's
     columns, and ``verify`` compares rows that hold no key as a multiset, copy by copy."""
-    from compiler.kinds.mv.plan import mv_plan
+    from compiler.kinds.mv.analyze import mv_plan
 
     world = World(spark, tmp_path, {"tags": tags_model("LEFT JOIN"), "notes": notes_model("LEFT JOIN")},
                   table_format=table_format)
@@ -277,7 +277,7 @@ def test_group_by_refreshes_the_groups_members_leave_and_join(spark, tmp_path):
 
 def test_group_by_explain_names_the_groups(spark, tmp_path):
     from compiler.kinds.mv.derive import explain
-    from compiler.kinds.mv.plan import mv_plan
+    from compiler.kinds.mv.analyze import mv_plan
 
     world = World(spark, tmp_path, {"region_stats": REGION_STATS})
     text = explain(mv_plan(world.manifest.models["region_stats"], world.manifest))

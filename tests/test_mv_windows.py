@@ -50,7 +50,7 @@ def test_windows_recompute_the_partitions_rows_enter_and_leave(spark, tmp_path):
 
 def test_windows_explain_their_partitions(spark, tmp_path):
     from compiler.kinds.mv.derive import explain
-    from compiler.kinds.mv.plan import mv_plan
+    from compiler.kinds.mv.analyze import mv_plan
 
     world = World(spark, tmp_path, {"ranked": ranked()})
     plan = mv_plan(world.manifest.models["ranked"], world.manifest)

@@ -250,7 +250,7 @@ def test_a_delta_table_is_replaced_in_place_and_formats_switch_both_ways(env):
 
 
 def test_an_mv_diffs_a_delta_table_model_like_a_dictionary(spark, make_project):
-    from compiler.kinds.mv.plan import mv_plan
+    from compiler.kinds.mv.analyze import mv_plan
     from compiler.kinds.mv.refresh import run_mv, watch_spec
     from compiler.project import load_project
     from compiler.state import open_state_store
@@ -294,7 +294,7 @@ def test_an_mv_reads_a_seed_keyed_by_its_tests(spark, make_project, fmt):
     """A seed (or table) is an mv input keyed by what the project declares of it: here a column
     tested both unique and not_null. A seed edit refreshes only the MV keys it reaches."""
     from compiler.kinds.mv.derive import explain
-    from compiler.kinds.mv.plan import mv_plan
+    from compiler.kinds.mv.analyze import mv_plan
     from compiler.verify import verify_model
 
     env = Env(spark, make_project, {

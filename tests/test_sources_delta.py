@@ -344,7 +344,7 @@ def test_the_watch_sees_a_delta_commit(world):
 def test_cdf_declaration_compiles_to_table_changes_and_a_bad_one_names_its_line(make_project):
     from compiler.errors import ProjectError
     from compiler.kinds.mv.derive import derive
-    from compiler.kinds.mv.plan import mv_plan
+    from compiler.kinds.mv.analyze import mv_plan
     from compiler.kinds.mv.queries import mode_words
     from compiler.sources import load_sources
 

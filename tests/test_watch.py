@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from compiler.kinds.fact.steps import watch_spec
-from compiler.kinds.mv.plan import mv_plan
+from compiler.kinds.mv.analyze import mv_plan
 from compiler.kinds.mv.refresh import MvState, run_mv
 from compiler.spark import LazySession
 from compiler.watch import is_idle

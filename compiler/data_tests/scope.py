@@ -34,7 +34,8 @@ def predicate(manifest: "Manifest", model: "Model") -> str:
     """The rows of the model's last batch, with markers (``:mvflow_since``/``:mvflow_until``, or a
     fact step's ``:step`` / ``:last_<col>``, ``:next_<col>``)."""
     if model.kind.name == "mv":
-        from ..kinds.mv.plan import BATCH, mv_plan
+        from ..kinds.mv.analyze import mv_plan
+        from ..kinds.mv.inputs import BATCH
 
         plan = mv_plan(model, manifest)
         if plan.grouped:

@@ -85,7 +85,7 @@ def publish_mv(spark: "SparkSession", manifest: "Manifest", model: "Model", stor
     """Publish ``model`` (an mv with ``config(publish=...)``) up to its last committed batch, under
     the MV topic's lease: ``lease`` when the caller holds it (``run_mv``, from the refresh on), else
     taken here. Its token fences every write to the store."""
-    from ..kinds.mv.plan import mv_plan
+    from ..kinds.mv.analyze import mv_plan
 
     spec = model.kind.publish
     plan = mv_plan(model, manifest)
@@ -182,7 +182,7 @@ def _leased(store: StateStore, topic: str, held: Lease | None, holder: str | Non
 
 def published_key(manifest: "Manifest", model: "Model") -> tuple[str, ...]:
     """The published table's key: an mv's unique key among its columns, a table's ``unique_key``."""
-    from ..kinds.mv.plan import mv_plan
+    from ..kinds.mv.analyze import mv_plan
 
     return model.kind.unique_key if model.kind.name == "table" else mv_plan(model, manifest).visible_key
 

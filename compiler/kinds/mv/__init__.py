@@ -84,7 +84,7 @@ class MvKind(ModelKind):
     def expected(self, manifest: "Manifest", model: "Model", store: "StateStore | None") -> "Expected":
         from ...parse import pretty
         from ...verify import Expected
-        from .plan import mv_plan
+        from .analyze import mv_plan
 
         plan = mv_plan(model, manifest)
         return Expected(pretty(model.ast), plan.visible_key)

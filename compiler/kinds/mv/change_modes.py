@@ -2,7 +2,7 @@
 
 A mode owns, for its input, the probe (what the input holds now), the up-to-date test, the
 ``(last, next]`` range a batch plans, the changed-keys query it binds (its text derived at compile
-time by ``compiler.kinds.mv.plan``) and what the input's topic keeps at the commit. ``compiler.kinds.mv.refresh``
+time by ``compiler.kinds.mv.derive``) and what the input's topic keeps at the commit. ``compiler.kinds.mv.input_set``
 asks the modes; it does not compare mode names.
 
 =================  ===========================================  =====================================
@@ -45,7 +45,8 @@ from ...state import Offset, StateStore
 from ...table_format import DELTA, delta_version, logged_version, rows_unchanged, table_details
 from .decisions import Seen, input_range
 from .derive import Derived, bind_literal
-from .plan import BATCH, MvPlan
+from .inputs import BATCH
+from .plan import MvPlan
 from .queries import diffed
 from .storage import MvState
 

@@ -12,7 +12,9 @@ from sqlglot import exp
 
 from ...parse import pretty
 from ...table_format import readable_view
-from .plan import BATCH, DELETED, SLOTS, MvPlan, mv_plan
+from .analyze import mv_plan
+from .inputs import BATCH
+from .plan import DELETED, SLOTS, MvPlan
 from .queries import (affected_keys_query, aliased_table, change_query, chunk_query, delta_query, diff_ways, diffed,
                       full_query, group_rows, identifier_table, key_query, key_query_methods, lookup_query, merge_statement, mode_words,
                       partitions_query, refresh_query, snapshot_query, state_query, stored_grain_keys, stored_query, stored_version_query,
@@ -195,7 +197,7 @@ def input_paths(plan: MvPlan) -> dict[str, dict]:
     """Per input: its change mode, key, the columns the MV uses (what makes a change relevant)
     and, per part, the join path from the main source with how its changes reach main keys.
 
-    >>> from compiler.kinds.mv.plan import plan_from_sql
+    >>> from compiler.kinds.mv.analyze import plan_from_sql
     >>> plan = plan_from_sql("SELECT o.id, s.name FROM d.o AS o JOIN d.s AS s ON s.id = o.sid",
     ...                      {"d.o": ("position", ("id",)), "d.s": ("position", ("id",))})
     >>> [(p["path"], p["method"]) for p in input_paths(plan)["d.s"]["paths"]][0]

@@ -9,8 +9,9 @@ from typing import Iterable
 
 from sqlglot import exp
 
-from .plan import (BATCH, DELETED, FOUND, HIDDEN_PREFIX, RANK, SIDE, WAS, InputInfo, Link, MvPlan, Part, alias_of, conjuncts,
-                   unalias)
+from .inputs import BATCH
+from .normalize.scope import conjuncts
+from .plan import DELETED, FOUND, HIDDEN_PREFIX, RANK, SIDE, WAS, InputInfo, Link, MvPlan, Part, alias_of, unalias
 
 
 def identifier_table(param: str, alias: str) -> exp.Table:
@@ -97,7 +98,7 @@ def _stored_of_affected(plan: MvPlan, columns: list[str] | tuple[str, ...], alia
 def full_query(plan: MvPlan) -> exp.Query:
     """The MV SELECT with its hidden key columns: what a full build writes.
 
-    >>> from compiler.kinds.mv.plan import plan_from_sql
+    >>> from compiler.kinds.mv.analyze import plan_from_sql
     >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
     ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))})
     >>> print(full_query(plan).sql(dialect="spark"))
@@ -113,7 +114,7 @@ def refresh_query(plan: MvPlan) -> exp.Query:
     A GROUP BY MV recomputes the member rows of the affected main keys and every group they were
     in (stored) or are in now (recomputed).
 
-    >>> from compiler.kinds.mv.plan import plan_from_sql
+    >>> from compiler.kinds.mv.analyze import plan_from_sql
     >>> plan = plan_from_sql("SELECT o.shop_id, count(*) AS n FROM d.o AS o GROUP BY o.shop_id",
     ...                      {"d.o": ("position", ("id",))})
     >>> print(refresh_query(plan).sql(dialect="spark"))
@@ -245,7 +246,7 @@ def walk_query(plan: MvPlan, part: Part) -> exp.Select | None:
     joins them, to the inputs' ancestors, with the WHERE conjuncts over those. A row of the MV
     joins the same ancestor rows, so every such key is found.
 
-    >>> from compiler.kinds.mv.plan import plan_from_sql
+    >>> from compiler.kinds.mv.analyze import plan_from_sql
     >>> plan = plan_from_sql("SELECT o.id, w.name FROM d.o AS o JOIN d.s AS s ON s.id = o.sid "
     ...                      "JOIN d.w AS w ON w.id = s.wid WHERE o.live",
     ...                      {"d.o": ("position", ("id",)), "d.s": ("position", ("id",)), "d.w": ("changes", ("id",))})
@@ -272,7 +273,7 @@ def lookup_query(plan: MvPlan, part: Part) -> exp.Select | None:
     once: one scan of the MV, whichever inputs changed (an input that did not has an empty
     changed-keys view, which Spark drops from the plan).
 
-    >>> from compiler.kinds.mv.plan import plan_from_sql
+    >>> from compiler.kinds.mv.analyze import plan_from_sql
     >>> plan = plan_from_sql("SELECT o.id, s.name, c.name AS cat FROM d.o AS o JOIN d.s AS s ON s.id = o.sid "
     ...                      "LEFT JOIN d.c AS c ON c.id = o.cid",
     ...                      {"d.o": ("position", ("id",)), "d.s": ("position", ("id",)), "d.c": ("dictionary", ("id",))})
@@ -302,7 +303,7 @@ def key_query(plan: MvPlan, input_id: str, part: Part) -> exp.Query | None:
     """Affected main keys of ``part`` from the changed keys of ``input_id``, besides those
     ``lookup_query`` and ``walk_query`` find for every input at once; None if there are no others.
 
-    >>> from compiler.kinds.mv.plan import plan_from_sql
+    >>> from compiler.kinds.mv.analyze import plan_from_sql
     >>> plan = plan_from_sql("SELECT o.id, p.price FROM d.o AS o LEFT JOIN d.p AS p ON p.oid = o.id",
     ...                      {"d.o": ("position", ("id",)), "d.p": ("changes", ("oid",))})
     >>> print(key_query(plan, "d.p", plan.parts[0]).sql(dialect="spark"))
@@ -327,7 +328,7 @@ def partitions_query(plan: MvPlan, part: Part) -> exp.Query:
     the partitions they were in (stored) or are in now: a window's values over a partition change
     with any of its rows, so the partition is recomputed whole.
 
-    >>> from compiler.kinds.mv.plan import plan_from_sql
+    >>> from compiler.kinds.mv.analyze import plan_from_sql
     >>> plan = plan_from_sql("SELECT o.id, row_number() OVER (PARTITION BY o.shop_id ORDER BY o.id) AS n FROM d.o AS o",
     ...                      {"d.o": ("position", ("id",))})
     >>> print(partitions_query(plan, plan.parts[0]).sql(dialect="spark"))
@@ -350,7 +351,7 @@ def chunk_query(plan: MvPlan, part: Part) -> exp.Select:
     """The affected main keys of ``part`` whose MV key falls in chunk ``:chunk`` of ``:chunks``
     (a chunked refresh, ``compiler.kinds.mv.strategy``): the MV keys split by a hash of their values.
 
-    >>> from compiler.kinds.mv.plan import plan_from_sql
+    >>> from compiler.kinds.mv.analyze import plan_from_sql
     >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
     ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))})
     >>> print(chunk_query(plan, plan.parts[0]).sql(dialect="spark"))
@@ -375,7 +376,7 @@ def delta_query(plan: MvPlan, batch: bool = True, counted: bool = False) -> exp.
     With a grain (one-to-many joins), the keys a batch replaces are the stored rows of the
     affected main keys, which the recomputed rows may outnumber or fall short of: a full join.
 
-    >>> from compiler.kinds.mv.plan import plan_from_sql
+    >>> from compiler.kinds.mv.analyze import plan_from_sql
     >>> plan = plan_from_sql("SELECT o.id, n.text FROM d.o AS o LEFT JOIN d.n AS n ON n.oid = o.id",
     ...                      {"d.o": ("position", ("id",)), "d.n": ("position", ("id",))})
     >>> print(delta_query(plan, batch=False).sql(dialect="spark"))
@@ -435,7 +436,7 @@ def merge_statement(plan: MvPlan) -> str:
     (``delta_query``, passed in as the DataFrame ``{rows}``; columns listed, so the tombstone flag is
     not written).
 
-    >>> from compiler.kinds.mv.plan import plan_from_sql
+    >>> from compiler.kinds.mv.analyze import plan_from_sql
     >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
     ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))}, table_format="delta")
     >>> print(*merge_statement(plan).splitlines()[:3], sep=chr(10))
@@ -492,7 +493,7 @@ def stored_version_query(plan: MvPlan) -> exp.Select:
     runner reads that table version into the view ``before`` (Delta's parser takes no marker
     after ``VERSION AS OF``).
 
-    >>> from compiler.kinds.mv.plan import plan_from_sql
+    >>> from compiler.kinds.mv.analyze import plan_from_sql
     >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
     ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))}, table_format="delta")
     >>> print(stored_version_query(plan).sql(dialect="spark"))
@@ -509,7 +510,7 @@ def stored_query(plan: MvPlan) -> exp.Query:
     the newest version needs. A key query over it may also find a key by a superseded version;
     refreshing that key recomputes its row from the sources, so the result is the same.
 
-    >>> from compiler.kinds.mv.plan import plan_from_sql
+    >>> from compiler.kinds.mv.analyze import plan_from_sql
     >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
     ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))})
     >>> print(stored_query(plan).sql(dialect="spark"))
@@ -540,7 +541,7 @@ def change_query(plan: MvPlan, input_id: str) -> exp.Query:
     was empty at the last commit), in the Change Data Feed's versions ``:first_version`` to
     ``:next_version`` (``cdf``), or between snapshots ``:last``/``:next``.
 
-    >>> from compiler.kinds.mv.plan import plan_from_sql
+    >>> from compiler.kinds.mv.analyze import plan_from_sql
     >>> plan = plan_from_sql("SELECT o.id, p.price FROM d.o AS o LEFT JOIN d.p AS p ON p.oid = o.id",
     ...                      {"d.o": ("position", ("id",)), "d.p": ("cdf", ("oid",))})
     >>> print(change_query(plan, "d.p").sql(dialect="spark"))
@@ -570,7 +571,7 @@ def version_diff_query(plan: MvPlan, input_id: str) -> exp.Query:
     no snapshot copies. The runner registers the two versions as the views read here
     (``versionAsOf``: a parameter marker cannot stand in ``VERSION AS OF``).
 
-    >>> from compiler.kinds.mv.plan import plan_from_sql
+    >>> from compiler.kinds.mv.analyze import plan_from_sql
     >>> plan = plan_from_sql("SELECT o.id, c.name FROM d.o AS o LEFT JOIN d.c AS c ON c.id = o.cid",
     ...                      {"d.o": ("position", ("id",)), "d.c": ("dictionary", ("id",))})
     >>> print(version_diff_query(plan, "d.c").sql(dialect="spark"))

@@ -47,12 +47,13 @@ from ...state import Commit, Lease, Offset, StateStore, StepLogRow, default_hold
 from ...table_format import DELTA
 from ..table import SLOTS, slot_table
 from . import MvKind, strategy
+from .analyze import mv_plan
 from .change_modes import history_gone
 from .decisions import new_input, rebuild_reason
 from .derive import Derived, derived
 from .input_set import InputSet
 from .keys import affected_keys, changed_keys
-from .plan import MvPlan, mv_plan
+from .plan import MvPlan
 from .scope import BROADCAST_KEYS, BatchScope, small
 from .storage import MvState, rows_words, storage_for
 from .strategy import CHUNKED, FULL, Decision
