@@ -13,20 +13,18 @@ from ...phases import PhaseHook
 from ...state import Lease, Offset, StateStore
 from .change_modes import ChangeMode, Positions, Probe, resolve
 from .decisions import Seen, up_to_date
-from .derive import Derived
-from .plan import MvPlan
 from .scope import BatchScope, union_all
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
 
 class InputSet:
     """Every input of ``plan`` in one batch."""
 
-    def __init__(self, spark: "SparkSession", plan: MvPlan, derived: Derived, store: StateStore, scope: BatchScope,
-                 leases: dict[str, Lease], now: Callable[[], datetime], phase: PhaseHook):
-        self.spark, self.plan, self.derived, self.store, self.scope = spark, plan, derived, store, scope
+    def __init__(self, scope: BatchScope, store: StateStore, leases: dict[str, Lease], now: Callable[[], datetime],
+                 phase: PhaseHook):
+        self.spark, self.plan, self.derived, self.scope, self.store = scope.spark, scope.plan, scope.derived, scope, store
         self.leases, self.now, self.phase = leases, now, phase
         self.modes: dict[str, ChangeMode] = {}  # per input, how its changes are seen (``resolve``)
         self.probe = Probe()

@@ -298,7 +298,7 @@ class _Refresh:
         self.holder, self.now, self.phase, self.echo, self.kind = holder, now, phase, echo, _kind(kind)
         self.leases: dict[str, Lease] = {}
         self.lease_seconds = LEASE_SECONDS
-        self.inputs = InputSet(spark, plan, derived, store, self.scope, self.leases, now, phase)
+        self.inputs = InputSet(self.scope, store, self.leases, now, phase)
         self.history: list[strategy.Run] = []  # the MV's recorded batches (the cost model's input)
         self.started = time.monotonic()  # when the batch began (its seconds go to the step log)
         self.decision: Decision | None = None
