@@ -157,6 +157,7 @@ def test_min_interval_is_answered_without_spark_and_runs_report_the_strategy(spa
     out = capsys.readouterr().out
     inputs, decisions = out.split("  cost model inputs (newest first")[1].split("  last decisions (newest first)")
     assert "full" in inputs and "ms/row" in inputs and inputs.count(" s ") == 2, inputs
-    latest, first = decisions.strip().splitlines()[1:3]
+    latest, phases, first = decisions.strip().splitlines()[1:4]
     assert f"{t0 + timedelta(minutes=11):%H:%M:%S} UTC  batch 2  {result.strategy}  est. " in latest and " actual " in latest
+    assert phases.strip().startswith("phases: probed ") and "committed " in phases, phases  # the batch split by phase
     assert f"{t0:%H:%M:%S} UTC  batch 1  full  est. ?  actual " in first and "first run" in first, decisions

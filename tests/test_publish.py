@@ -136,7 +136,7 @@ def test_every_publish_phase_is_crashed_at():
 
 def test_a_crash_in_a_full_publish_leaves_readers_the_old_table(world, app_dsn):
     """A full publish (forced by ``repair``; a rebuilt MV's is ``test_a_changed_definition…`` and the
-    slow CLI kill at ``publish:loaded``) crashed at each of its phases, then new changes, then the redo."""
+    slow CLI kill at ``publish:indexed``) crashed at each of its phases, then new changes, then the redo."""
     publish(world)
     with psycopg.connect(app_dsn, autocommit=True) as db:  # an application's role: its grant outlives the swaps
         db.execute("DO $$ BEGIN CREATE ROLE mvflow_reader; EXCEPTION WHEN duplicate_object THEN NULL; END $$")

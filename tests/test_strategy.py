@@ -110,6 +110,32 @@ def test_one_slow_batch_by_key_does_not_keep_an_mv_on_full_builds():
     assert sum(run.seconds for run in history[:30]) <= 1.3 * 30 * 10 * 1.05  # exploring: ≤ 1.3× building every time
 
 
+def test_the_seconds_spent_finding_the_keys_are_not_weighed_against_the_build():
+    """Once the affected keys are found, their seconds are spent whichever way the batch goes: by
+    key costs its write from there, a build the whole build. Here finding the keys takes 5 s, the
+    write 0.5 s + 0.5 ms a key and a build 8 s: 6,000 affected keys cost 8.5 s by key in all, 13 s
+    switched to a build (batches that record their phases: ``Run.after_keys``)."""
+    def simulate(phases: bool) -> tuple[str, float]:
+        history, chosen, total = [Run(FULL, 8.0, 100_000, 100_000)], "", 0.0
+        for batch in range(12):
+            keys = (4_000, 6_000, 9_000)[batch % 3]
+            decision = before_changes(MvKind(), 100_000, history)
+            if decision.strategy is None:
+                decision = before_keys(MvKind(), {"main": 500}, ["main"], 100_000, history)
+            if decision.strategy is None:
+                decision = after_keys(MvKind(), keys, 100_000, history, spent=5.0 if phases else 0.0)
+            write = 0.5 + 0.0005 * keys
+            took = 5.0 + (8.0 if decision.strategy == FULL else write)
+            chosen += decision.strategy[0]
+            total += took
+            history.insert(0, Run(FULL, 8.0, 100_000, 100_000) if decision.strategy == FULL else
+                           Run(INCREMENTAL, took, keys, 100_000, after_keys=write if phases else None))
+        return chosen, total
+
+    assert simulate(phases=True) == ("i" * 12, 104.0)
+    assert simulate(phases=False) == ("iiiiffiffiff", 126.5)  # whole batches: builds after the keys were paid for
+
+
 def test_the_probes_count_of_changed_main_keys_decides_before_the_key_queries():
     decision = before_changes(MvKind(), 100_000, HISTORY, probed_main_keys=95_000)
     assert decision.strategy == FULL and decision.keys == 95_000 and "changed main keys" in decision.reason

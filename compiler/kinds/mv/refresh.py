@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ... import watch
 from ...leases import kept
-from ...phases import PhaseHook, no_phase
+from ...phases import PhaseClock, PhaseHook, no_phase
 from ...state import Commit, Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
 from ...table_format import DELTA
 from ..table import SLOTS, slot_table
@@ -295,10 +295,11 @@ class _Refresh:
                  echo, kind):
         self.spark, self.plan, self.derived, self.store = spark, plan, derived, store
         self.scope = BatchScope(spark, plan, derived)  # its statements, views and checkpoints
-        self.holder, self.now, self.phase, self.echo, self.kind = holder, now, phase, echo, _kind(kind)
+        self.holder, self.now, self.echo, self.kind = holder, now, echo, _kind(kind)
+        self.phase = PhaseClock(phase)  # its times go to the step log
         self.leases: dict[str, Lease] = {}
         self.lease_seconds = LEASE_SECONDS
-        self.inputs = InputSet(self.scope, store, self.leases, now, phase)
+        self.inputs = InputSet(self.scope, store, self.leases, now, self.phase)
         self.history: list[strategy.Run] = []  # the MV's recorded batches (the cost model's input)
         self.started = time.monotonic()  # when the batch began (its seconds go to the step log)
         self.decision: Decision | None = None
@@ -327,6 +328,7 @@ class _Refresh:
 
     def _batch(self, full_refresh: bool) -> Outcome:
         self.started = time.monotonic()
+        self.phase.start()
         offset = self.store.get(self.plan.topic()) or Offset(self.plan.topic())
         state = MvState.parse(offset.state)
         reason = rebuild_reason(full_refresh, offset.last is not None, offset.in_flight, self.storage.exists(state),
@@ -464,7 +466,8 @@ class _Refresh:
             self.decision = Decision(CHUNKED, f"resuming the crashed chunked batch at chunk {done + 1} of {self.span}",
                                      outcome.affected, rows, {}, self.span)
         else:
-            self.decision = strategy.after_keys(kind, outcome.affected, rows, self.history)
+            self.decision = strategy.after_keys(kind, outcome.affected, rows, self.history,
+                                                spent=time.monotonic() - self.started)
         if self.decision.strategy == FULL:
             return self._switch_to_build(batch, state, self.decision, keys_known=True)
         outcome.decision = self.decision
@@ -567,7 +570,8 @@ class _Refresh:
         decision = self.decision
         detail = {"keys": keys, "rows": state.base_rows, **({"groups": state.groups} if state.groups is not None else {}),
                   "chunks": decision.chunks if decision else 1, **({"redo": True} if self.inputs.redo else {}),
-                  **({"estimates": decision.to_dict()["estimates"], "reason": decision.reason} if decision else {})}
+                  **({"estimates": decision.to_dict()["estimates"], "reason": decision.reason} if decision else {}),
+                  "phases": dict(self.phase.reached)}
         self._log_step(batch, now, affected, self.started, decision.strategy or "" if decision else "", detail)
         self.phase("mv:step-logged")
         self.inputs.after_commit(batch, ranges)

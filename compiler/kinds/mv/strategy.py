@@ -35,7 +35,8 @@ a small MV, builds without finding any key, and so does one whose main input's c
 counted by the probe, already cost more by key than a full build), ``before_keys`` (the changed-key counts are known: a
 change clearly wider than a full build's break-even goes straight to a full build, without
 finding the affected keys) and ``after_keys`` (the affected keys are known: the old fan-out guard,
-now cost-based). A batch the estimates give to a full build still goes by key while by key is
+now cost-based; what is left of a batch by key, its write, fitted to what recorded batches spent
+after their keys were found, ``Run.after_keys`` from the phases the step log keeps, against a build). A batch the estimates give to a full build still goes by key while by key is
 measured too few times, or has not been measured for a while (``explore_by_key``): full builds are
 measured whenever chosen, by key only when chosen, so without it one slow batch by key would keep
 the MV on full builds for good. ``not_due_until`` is ``min_interval``.
@@ -48,6 +49,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Mapping, Sequence
 
+from ...phases import phase_spans
 from ...state import StepLogRow
 from . import MvKind
 
@@ -75,6 +77,8 @@ class Run:
     keys: int
     rows: int
     chunks: int = 1
+    #: seconds after its affected keys were found (its write and commit; None: not recorded)
+    after_keys: float | None = None
 
 
 @dataclass(frozen=True)
@@ -91,15 +95,22 @@ class CostModel:
     refreshes: int = 0  # recorded refreshes by key the fit used (0: the refresh costs are a prior)
     #: seconds of the compaction that follows every batch by key of a small MV (0: none follows)
     compaction: float = 0.0
+    #: ``write_fixed + write_per_key × keys``: what a batch by key costs once its affected keys are
+    #: found (None: no recorded batch says)
+    write_fixed: float | None = None
+    write_per_key: float | None = None
 
-    def incremental(self, keys: int) -> float | None:
-        if self.refresh_fixed is None or self.per_key is None:
+    def incremental(self, keys: int, found: bool = False) -> float | None:
+        """A batch by key of ``keys`` keys; ``found``: only what is left once they are found."""
+        fixed, per_key = (self.write_fixed, self.write_per_key) if found else (self.refresh_fixed, self.per_key)
+        if fixed is None or per_key is None:
             return None
-        return self.refresh_fixed + self.per_key * keys + self.compaction
+        return fixed + per_key * keys + self.compaction
 
-    def chunked(self, keys: int, chunks: int) -> float | None:
-        one = self.incremental(keys)
-        return None if one is None else one + (chunks - 1) * CHUNK_FIXED_SHARE * (self.refresh_fixed or 0.0)
+    def chunked(self, keys: int, chunks: int, found: bool = False) -> float | None:
+        one = self.incremental(keys, found)
+        fixed = (self.write_fixed if found else self.refresh_fixed) or 0.0
+        return None if one is None else one + (chunks - 1) * CHUNK_FIXED_SHARE * fixed
 
     def full(self, rows: int) -> float | None:
         if self.build_fixed is None or self.per_row is None:
@@ -145,9 +156,9 @@ def runs(steps: Sequence[StepLogRow]) -> list[Run]:
 
     >>> from datetime import datetime, timezone
     >>> row = StepLogRow("wide", datetime(2026, 1, 1, tzinfo=timezone.utc), 607, seconds=1.9, strategy="incremental",
-    ...                  detail={"keys": 607, "rows": 100_000, "chunks": 1})
+    ...                  detail={"keys": 607, "rows": 100_000, "chunks": 1, "phases": {"mv:affected-keys": 1.2}})
     >>> runs([row, StepLogRow("wide", row.ts, 3)])
-    [Run(strategy='incremental', seconds=1.9, keys=607, rows=100000, chunks=1)]
+    [Run(strategy='incremental', seconds=1.9, keys=607, rows=100000, chunks=1, after_keys=0.7)]
     """
     found = []
     for step in steps:
@@ -155,7 +166,10 @@ def runs(steps: Sequence[StepLogRow]) -> list[Run]:
         if step.strategy == COMPACTION and isinstance(rows, int) and rows > 0 and step.seconds > 0:
             found.append(Run(COMPACTION, step.seconds, 0, rows))
         elif step.strategy and isinstance(keys, int) and isinstance(rows, int) and keys > 0 and step.seconds > 0:
-            found.append(Run(step.strategy, step.seconds, keys, rows, int(step.detail.get("chunks") or 1)))
+            keys_found = (step.detail.get("phases") or {}).get("mv:affected-keys")
+            after = round(step.seconds - keys_found, 3) if isinstance(keys_found, (int, float)) and keys_found <= step.seconds else None
+            found.append(Run(step.strategy, step.seconds, keys, rows, int(step.detail.get("chunks") or 1),
+                             None if step.strategy == FULL else after))
     return found
 
 
@@ -239,7 +253,13 @@ def cost_model(history: Sequence[Run], fanout_threshold: float = 0.2, compacted_
         refresh_from = "no refresh recorded"
     compacted = [r.seconds / r.rows for r in history if r.strategy == COMPACTION][:HISTORY]
     compaction = _median(compacted) * compacted_rows if compacted else 0.0
-    return CostModel(refresh_fixed, per_key, build_fixed, per_row, refresh_from, build_from, len(keyed), compaction)
+    written = [(r.keys / max(r.chunks, 1), r.after_keys / max(r.chunks, 1)) for r in history
+               if r.strategy in (INCREMENTAL, CHUNKED) and r.keys > 0 and r.after_keys is not None][:HISTORY]
+    write_fixed, write_per_key = _fit(written, prior_slope=None) if written else (None, None)
+    if write_per_key is not None and per_key is not None and write_per_key > per_key:  # no steeper than the whole
+        write_fixed, write_per_key = _fixed_for(written, per_key), per_key
+    return CostModel(refresh_fixed, per_key, build_fixed, per_row, refresh_from, build_from, len(keyed), compaction,
+                     write_fixed, write_per_key)
 
 
 def _fixed_for(points: list[tuple[float, float]], slope: float) -> float:
@@ -318,12 +338,15 @@ def before_keys(kind: MvKind, changed: Mapping[str, int], main_inputs: Sequence[
     return Decision(None, f"at least {lower:,} affected keys: by key unless the affected keys say otherwise", lower, rows)
 
 
-def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run]) -> Decision:
-    """The third decision point: the affected MV keys are known.
+def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run], spent: float = 0.0) -> Decision:
+    """The third decision point: the affected MV keys are known, ``spent`` seconds into the batch.
 
     ``auto`` takes the cheaper estimate of a full build and a refresh by key; by key, a wide
     change (more than ``fanout_threshold`` of the rows, or more than ``chunk_keys`` keys) goes in
-    resumable chunks. With no full build recorded, the fan-out guard alone decides.
+    resumable chunks. With no full build recorded, the fan-out guard alone decides. The seconds
+    spent finding the keys are spent whichever way the batch goes: where recorded batches say what
+    their write cost (``Run.after_keys``), by key is estimated as ``spent`` plus that write, and a
+    build as ``spent`` plus a build; without them, as whole batches.
 
     >>> runs = [Run("full", 8.7, 100_000, 100_000), Run("incremental", 1.9, 607, 100_000),
     ...         Run("incremental", 2.5, 5_000, 100_000)]
@@ -341,10 +364,18 @@ def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run]) -
     ...          Run("incremental", 22.4, 12_531, 8_644_485), Run("full", 78.5, 8_644_485, 8_644_485)]
     >>> after_keys(MvKind(), 469_445, 8_644_485, ten_m).words()  # measured: by key 37 s, full 77 s
     'incremental: est. 52.8 s vs full 78.5 s (469,445 keys of 8,644,485 rows)'
+    >>> slow_keys = [Run("full", 3.0, 10_000, 10_000)] + [Run("incremental", s, k, 10_000, after_keys=w)
+    ...             for s, k, w in ((4.0, 100, 0.8), (4.4, 300, 1.0), (4.2, 200, 0.9))]
+    >>> after_keys(MvKind(), 200, 10_000, slow_keys, spent=3.3).words()  # the keys' 3.3 s are spent: 0.9 s left
+    'incremental: est. 4.2 s vs full 6.3 s (200 keys of 10,000 rows)'
+    >>> after_keys(MvKind(), 200, 10_000, slow_keys).strategy  # the whole batch against a build
+    'full'
     """
     model = _model(kind, history, rows)
+    found = spent > 0 and model.write_per_key is not None
+    spent = spent if found else 0.0
     chunks = chunk_count(affected, kind.chunk_keys)
-    full, one = model.full(rows), model.incremental(affected)
+    full, one = _plus(spent, model.full(rows)), _plus(spent, model.incremental(affected, found))
     estimates = {INCREMENTAL: one, FULL: full}
     wide = affected > kind.fanout_threshold * max(rows, 1)
     share = f"{affected / max(rows, 1):.0%} of the rows"
@@ -352,7 +383,7 @@ def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run]) -
     def decided(strategy: str, reason: str) -> Decision:
         n = chunks if strategy == CHUNKED else 1
         if strategy == CHUNKED:
-            estimates[CHUNKED] = model.chunked(affected, n)
+            estimates[CHUNKED] = _plus(spent, model.chunked(affected, n, found))
         return Decision(strategy, reason, affected, rows, {strategy: estimates.pop(strategy, None), **estimates}, n)
 
     if kind.strategy != "auto":
@@ -363,7 +394,7 @@ def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run]) -
                                  f"{kind.fanout_threshold:g} × {rows:,} rows")
         return decided(INCREMENTAL, f"by key ({model.build_from}: no full build estimate)")
     in_chunks = wide or affected > kind.chunk_keys
-    keyed = model.chunked(affected, chunks) if in_chunks else one
+    keyed = _plus(spent, model.chunked(affected, chunks, found)) if in_chunks else one
     if keyed is not None and full < keyed:
         exploring = explore_by_key(history)
         if exploring and not in_chunks and keyed <= EXPLORE_RATIO * full:
@@ -456,6 +487,8 @@ def explain_lines(kind: MvKind, history: Sequence[Run], rows: int | None) -> lis
       now: a full build of 100,000 rows est. 8.7 s; by key is cheaper below 2,779 affected keys
     >>> print(explain_lines(MvKind(), runs + [Run(COMPACTION, 0.9, 0, 100_000)], 100_000)[1])
       cost model: by key 0 s + 3.13 ms/key (1 refresh) + its compaction 0.9 s; full build 0 s + 0.087 ms/row (1 build)
+    >>> print(explain_lines(MvKind(), [Run("incremental", 1.9, 607, 100_000, after_keys=0.6)], 100_000)[1])
+      cost model: by key 0 s + 3.13 ms/key (1 refresh), 0 s + 0.988 ms/key once its keys are found; full build: no full build recorded
     """
     lines = [f"  strategy: {kind.strategy} (fanout_threshold {kind.fanout_threshold:g}, chunk_keys {kind.chunk_keys:,}, "
              f"min_interval {duration_words(kind.min_interval_seconds)}, compact_below_rows {kind.compact_below_rows:,})"]
@@ -464,6 +497,8 @@ def explain_lines(kind: MvKind, history: Sequence[Run], rows: int | None) -> lis
     m = _model(kind, history, rows or 0)
     keyed = (f"by key {_seconds(m.refresh_fixed)} + {_rate(m.per_key, 'key')} ({m.refresh_from})"
              if m.per_key is not None and m.refresh_fixed is not None else f"by key: {m.refresh_from}")
+    if m.write_per_key is not None and m.write_fixed is not None:
+        keyed += f", {_seconds(m.write_fixed)} + {_rate(m.write_per_key, 'key')} once its keys are found"
     if m.compaction:
         keyed += f" + its compaction {_seconds(m.compaction)}"
     built = (f"full build {_seconds(m.build_fixed)} + {_rate(m.per_row, 'row')} ({m.build_from})"
@@ -478,14 +513,15 @@ def explain_lines(kind: MvKind, history: Sequence[Run], rows: int | None) -> lis
 
 def cost_lines(steps: Sequence[StepLogRow], last: int = 10) -> list[str]:
     """What ``mvflow explain --costs`` adds: the batches the cost model reads, each with its cost per
-    key (per row for a build), and the last ``last`` decisions, estimated against actual seconds
-    (``steps`` newest first, as the step log returns them).
+    key (per row for a build), and the last ``last`` decisions, estimated against actual seconds and
+    split by phase (``steps`` newest first, as the step log returns them).
 
     >>> from datetime import datetime, timezone
     >>> at = datetime(2026, 11, 29, 10, 22, 5, tzinfo=timezone.utc)
     >>> steps = [StepLogRow("wide", at, 607, next=(7,), seconds=2.3, strategy="incremental",
     ...                     detail={"keys": 607, "rows": 100_000, "estimates": {"incremental": 1.9, "full": 8.7},
-    ...                             "reason": "by key is estimated cheaper than a full build"}),
+    ...                             "reason": "by key is estimated cheaper than a full build",
+    ...                             "phases": {"mv:probed": 0.4, "mv:changed-keys": 0.9, "mv:committed": 2.3}}),
     ...          StepLogRow("wide", at, 100_000, next=(6,), seconds=8.7, strategy="full",
     ...                     detail={"keys": 100_000, "rows": 100_000, "reason": "first run"})]
     >>> print("\\n".join(cost_lines(steps)))
@@ -494,6 +530,7 @@ def cost_lines(steps: Sequence[StepLogRow], last: int = 10) -> list[str]:
         full                         100,000 rows   8.7 s   0.087 ms/row
       last decisions (newest first): estimated vs actual
         2026-11-29 10:22:05 UTC  batch 7  incremental  est. 1.9 s  actual 2.3 s (1.21x)  by key is estimated cheaper than a full build
+          phases: probed 0.4 s, changed-keys 0.5 s, committed 1.4 s
         2026-11-29 10:22:05 UTC  batch 6  full  est. ?  actual 8.7 s  first run
     """
     found = runs(steps)
@@ -517,6 +554,9 @@ def cost_lines(steps: Sequence[StepLogRow], last: int = 10) -> list[str]:
         batch = f"batch {step.next[0]}  " if step.next else ""
         lines.append(f"    {step.ts.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC  {batch}{step.strategy}  est. "
                      f"{_seconds(estimate)}  actual {_seconds(step.seconds)}{ratio}  {step.detail.get('reason', '')}".rstrip())
+        if step.detail.get("phases"):
+            lines.append("      phases: " + ", ".join(f"{name} {_seconds(seconds)}"
+                                                      for name, seconds in phase_spans(step.detail["phases"])))
     return lines
 
 
@@ -541,6 +581,10 @@ def _fit(points: list[tuple[float, float]], prior_slope: float | None) -> tuple[
     if fixed < 0:  # noise: no negative fixed cost, the median slope through the origin instead
         fixed, slope = 0.0, _median([y / max(x, 1) for x, y in points])
     return fixed, slope
+
+
+def _plus(spent: float, estimate: float | None) -> float | None:
+    return None if estimate is None else spent + estimate
 
 
 def _median(values: Sequence[float]) -> float:
