@@ -318,7 +318,7 @@ def test_a_stacked_mv_goes_on_by_key_after_a_build_its_upstream_chose_and_rebuil
     assert w.refresh("wide").mode == "refresh"          # `stacked` stays behind this batch
     w.put("regions", id=2, name="Sud")
     w.put("offers", id=5, title="moved", shop_id=300)
-    chosen = lambda kind, affected, rows, history: strategy.Decision(strategy.FULL, "a full build is cheaper", affected, rows)  # noqa: E731
+    chosen = lambda kind, affected, rows, history, **_: strategy.Decision(strategy.FULL, "a full build is cheaper", affected, rows)  # noqa: E731
     with monkeypatch.context() as patched:
         patched.setattr(strategy, "after_keys", chosen)
         built = w.refresh("wide")
