@@ -166,8 +166,8 @@ def runs(steps: Sequence[StepLogRow]) -> list[Run]:
         if step.strategy == COMPACTION and isinstance(rows, int) and rows > 0 and step.seconds > 0:
             found.append(Run(COMPACTION, step.seconds, 0, rows))
         elif step.strategy and isinstance(keys, int) and isinstance(rows, int) and keys > 0 and step.seconds > 0:
-            keys_found = (step.detail.get("phases") or {}).get("mv:affected-keys")
-            after = round(step.seconds - keys_found, 3) if isinstance(keys_found, (int, float)) and keys_found <= step.seconds else None
+            at = (step.detail.get("phases") or {}).get("mv:affected-keys")  # when its keys were found
+            after = round(step.seconds - at, 3) if isinstance(at, (int, float)) and at <= step.seconds else None
             found.append(Run(step.strategy, step.seconds, keys, rows, int(step.detail.get("chunks") or 1),
                              None if step.strategy == FULL else after))
     return found
