@@ -256,12 +256,17 @@ def test_ctrl_c_interrupts_the_servers_job_over_spark_connect_slow(connect_serve
     (project / "models" / "slow.sql").write_text(  # one task that would sleep 120 s on the server
         "{{ config(materialized='table') }}\nselect reflect('java.lang.Thread', 'sleep', id + 120000L) as r from range(1)")
     process = subprocess.Popen([*MVFLOW, "run", "--select", "slow"], cwd=project, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=_env())
+                               stderr=subprocess.PIPE, text=True, env={**_env(), "PYTHONFAULTHANDLER": "1"})
     assert "START table" in process.stdout.readline()
     time.sleep(3)  # the statement is on the server
     process.send_signal(signal.SIGINT)
     started = time.monotonic()
-    out, err = process.communicate(timeout=60)
+    try:
+        out, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # seen twice under load (2026-12-02, -04): where was each thread?
+        process.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack, then the process ends
+        out, err = process.communicate(timeout=30)
+        raise AssertionError(f"still running 60 s after Ctrl-C; its threads then:\n{err[-8000:]}\n{out[-2000:]}") from None
     assert process.returncode == 130, out + err
     assert "interrupted (Ctrl-C): " in out and "0 ok, 1 failed" in out and "Traceback" not in out + err, out + err
     assert time.monotonic() - started < 30, "interruptAll stopped the server's job"
