@@ -122,6 +122,9 @@ class PhaseClock:
     def start(self) -> None:
         self.origin, self.reached = time.monotonic(), {}
 
+    def elapsed(self) -> float:
+        return time.monotonic() - self.origin
+
     def __call__(self, name: str) -> None:
         self.reached.setdefault(name, round(time.monotonic() - self.origin, 3))
         self.hook(name)

@@ -296,12 +296,11 @@ class _Refresh:
         self.spark, self.plan, self.derived, self.store = spark, plan, derived, store
         self.scope = BatchScope(spark, plan, derived)  # its statements, views and checkpoints
         self.holder, self.now, self.echo, self.kind = holder, now, echo, _kind(kind)
-        self.phase = PhaseClock(phase)  # its times go to the step log
+        self.phase = PhaseClock(phase)  # when the batch began and reached each phase (the step log keeps both)
         self.leases: dict[str, Lease] = {}
         self.lease_seconds = LEASE_SECONDS
         self.inputs = InputSet(self.scope, store, self.leases, now, self.phase)
         self.history: list[strategy.Run] = []  # the MV's recorded batches (the cost model's input)
-        self.started = time.monotonic()  # when the batch began (its seconds go to the step log)
         self.decision: Decision | None = None
         self.span = 1  # batch numbers the batch takes: a chunked batch writes chunk i as batch + i
         self.affected_parts: dict[int, "DataFrame"] = {}
@@ -327,7 +326,6 @@ class _Refresh:
                     self.store.release(held)
 
     def _batch(self, full_refresh: bool) -> Outcome:
-        self.started = time.monotonic()
         self.phase.start()
         offset = self.store.get(self.plan.topic()) or Offset(self.plan.topic())
         state = MvState.parse(offset.state)
@@ -467,7 +465,7 @@ class _Refresh:
                                      outcome.affected, rows, {}, self.span)
         else:
             self.decision = strategy.after_keys(kind, outcome.affected, rows, self.history,
-                                                spent=time.monotonic() - self.started)
+                                                spent=self.phase.elapsed())
         if self.decision.strategy == FULL:
             return self._switch_to_build(batch, state, self.decision, keys_known=True)
         outcome.decision = self.decision
@@ -572,7 +570,7 @@ class _Refresh:
                   "chunks": decision.chunks if decision else 1, **({"redo": True} if self.inputs.redo else {}),
                   **({"estimates": decision.to_dict()["estimates"], "reason": decision.reason} if decision else {}),
                   "phases": dict(self.phase.reached)}
-        self._log_step(batch, now, affected, self.started, decision.strategy or "" if decision else "", detail)
+        self._log_step(batch, now, affected, self.phase.origin, decision.strategy or "" if decision else "", detail)
         self.phase("mv:step-logged")
         self.inputs.after_commit(batch, ranges)
         self.phase("mv:snapshots-dropped")

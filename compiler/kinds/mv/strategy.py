@@ -102,15 +102,17 @@ class CostModel:
 
     def incremental(self, keys: int, found: bool = False) -> float | None:
         """A batch by key of ``keys`` keys; ``found``: only what is left once they are found."""
-        fixed, per_key = (self.write_fixed, self.write_per_key) if found else (self.refresh_fixed, self.per_key)
+        fixed, per_key = self._by_key(found)
         if fixed is None or per_key is None:
             return None
         return fixed + per_key * keys + self.compaction
 
     def chunked(self, keys: int, chunks: int, found: bool = False) -> float | None:
         one = self.incremental(keys, found)
-        fixed = (self.write_fixed if found else self.refresh_fixed) or 0.0
-        return None if one is None else one + (chunks - 1) * CHUNK_FIXED_SHARE * fixed
+        return None if one is None else one + (chunks - 1) * CHUNK_FIXED_SHARE * (self._by_key(found)[0] or 0.0)
+
+    def _by_key(self, found: bool) -> tuple[float | None, float | None]:
+        return (self.write_fixed, self.write_per_key) if found else (self.refresh_fixed, self.per_key)
 
     def full(self, rows: int) -> float | None:
         if self.build_fixed is None or self.per_row is None:
