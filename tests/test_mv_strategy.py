@@ -12,7 +12,7 @@ import pytest
 
 from compiler.cli import main
 from compiler.kinds.mv.refresh import MvState, run_mv, strategy_lines
-from compiler.kinds.mv.strategy import CHUNKED, FULL, INCREMENTAL
+from compiler.kinds.mv.strategy import CHUNKED, FULL, INCREMENTAL, runs
 from compiler.phases import Crash, crash_at
 from compiler.project import StateSettings
 from compiler.spark import LazySession
@@ -45,6 +45,8 @@ def test_every_strategy_gives_the_same_mv(spark, tmp_path):
     assert world.table("inc") == world.table("chunk") == world.table("full")
     steps = world.store.steps("chunk", 1)[0]
     assert steps.strategy == CHUNKED and steps.seconds > 0 and steps.detail["chunks"] >= 2
+    by_key = runs(world.store.steps("inc", 1))[0]  # what the cost model reads of each phase of a batch by key
+    assert by_key.changed >= 5 and 0 < by_key.keys_query < by_key.seconds and 0 < by_key.after_keys < by_key.seconds
 
 
 def test_every_strategy_gives_the_same_one_to_many_mv(spark, tmp_path):

@@ -453,7 +453,7 @@ class _Refresh:
             return outcome
         if not self.inputs.resume:
             mains = [part.main_input for part in self.plan.parts]
-            early = strategy.before_keys(kind, changed, mains, rows, self.history)
+            early = strategy.before_keys(kind, changed, mains, rows, self.history, spent=self.phase.elapsed())
             if early.strategy == FULL:
                 return self._switch_to_build(batch, state, early)
         self.scope.view("stored", self.storage.stored(state, batch))
@@ -568,6 +568,7 @@ class _Refresh:
         decision = self.decision
         detail = {"keys": keys, "rows": state.base_rows, **({"groups": state.groups} if state.groups is not None else {}),
                   "chunks": decision.chunks if decision else 1, **({"redo": True} if self.inputs.redo else {}),
+                  **({"changed": sum(changed.values())} if any(changed.values()) else {}),
                   **({"estimates": decision.to_dict()["estimates"], "reason": decision.reason} if decision else {}),
                   "phases": dict(self.phase.reached)}
         self._log_step(batch, now, affected, self.phase.origin, decision.strategy or "" if decision else "", detail)

@@ -32,11 +32,13 @@ affected keys are found once per batch, not per chunk).
 Three decision points per batch, each cheaper to reach than the next: ``before_changes`` (the
 probe saw changes; a model whose refresh by key costs more than a full build even for one key,
 a small MV, builds without finding any key, and so does one whose main input's changed keys,
-counted by the probe, already cost more by key than a full build), ``before_keys`` (the changed-key counts are known: a
-change clearly wider than a full build's break-even goes straight to a full build, without
-finding the affected keys) and ``after_keys`` (the affected keys are known: the old fan-out guard,
-now cost-based; what is left of a batch by key, its write, fitted to what recorded batches spent
-after their keys were found, ``Run.after_keys`` from the phases the step log keeps, against a build). A batch the estimates give to a full build still goes by key while by key is
+counted by the probe, already cost more by key than a full build), ``before_keys`` (the
+changed-key counts are known: a change clearly wider than a full build's break-even goes straight
+to a full build, without finding the affected keys) and ``after_keys`` (the affected keys are
+known: the old fan-out guard, now cost-based). At the last two, what the batch has spent is spent
+either way: what is left of it by key is weighed against a build, from the phases the step log
+keeps (the affected keys' query by the changed keys it reads, ``Run.keys_query``; the write by the
+keys it writes, ``Run.after_keys``). A batch the estimates give to a full build still goes by key while by key is
 measured too few times, or has not been measured for a while (``explore_by_key``): full builds are
 measured whenever chosen, by key only when chosen, so without it one slow batch by key would keep
 the MV on full builds for good. ``not_due_until`` is ``min_interval``.
@@ -79,6 +81,10 @@ class Run:
     chunks: int = 1
     #: seconds after its affected keys were found (its write and commit; None: not recorded)
     after_keys: float | None = None
+    #: the changed keys of its inputs, and the seconds its affected keys' query took once they were
+    #: found (None: not recorded)
+    changed: int | None = None
+    keys_query: float | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,10 @@ class CostModel:
     #: found (None: no recorded batch says)
     write_fixed: float | None = None
     write_per_key: float | None = None
+    #: ``query_fixed + per_changed × changed keys``: the affected keys' query, by the changed keys it
+    #: reads (None: no recorded batch says)
+    query_fixed: float | None = None
+    per_changed: float | None = None
 
     def incremental(self, keys: int, found: bool = False) -> float | None:
         """A batch by key of ``keys`` keys; ``found``: only what is left once they are found."""
@@ -113,6 +123,14 @@ class CostModel:
 
     def _by_key(self, found: bool) -> tuple[float | None, float | None]:
         return (self.write_fixed, self.write_per_key) if found else (self.refresh_fixed, self.per_key)
+
+    def after_changes(self, changed: int, keys: int) -> float | None:
+        """What is left of a batch by key once its ``changed`` keys are found: the affected keys'
+        query and the write of ``keys`` keys."""
+        write = self.incremental(keys, found=True)
+        if write is None or self.query_fixed is None or self.per_changed is None:
+            return None
+        return self.query_fixed + self.per_changed * changed + write
 
     def full(self, rows: int) -> float | None:
         if self.build_fixed is None or self.per_row is None:
@@ -158,21 +176,32 @@ def runs(steps: Sequence[StepLogRow]) -> list[Run]:
 
     >>> from datetime import datetime, timezone
     >>> row = StepLogRow("wide", datetime(2026, 1, 1, tzinfo=timezone.utc), 607, seconds=1.9, strategy="incremental",
-    ...                  detail={"keys": 607, "rows": 100_000, "chunks": 1, "phases": {"mv:affected-keys": 1.2}})
+    ...                  detail={"keys": 607, "rows": 100_000, "chunks": 1, "changed": 700,
+    ...                          "phases": {"mv:changed-keys": 0.9, "mv:affected-keys": 1.2}})
     >>> runs([row, StepLogRow("wide", row.ts, 3)])
-    [Run(strategy='incremental', seconds=1.9, keys=607, rows=100000, chunks=1, after_keys=0.7)]
+    [Run(strategy='incremental', seconds=1.9, keys=607, rows=100000, chunks=1, after_keys=0.7, changed=700, keys_query=0.3)]
     """
     found = []
     for step in steps:
         keys, rows = step.detail.get("keys"), step.detail.get("rows")
         if step.strategy == COMPACTION and isinstance(rows, int) and rows > 0 and step.seconds > 0:
             found.append(Run(COMPACTION, step.seconds, 0, rows))
+        elif step.strategy == FULL and isinstance(keys, int) and isinstance(rows, int) and keys > 0 and step.seconds > 0:
+            found.append(Run(FULL, step.seconds, keys, rows))
         elif step.strategy and isinstance(keys, int) and isinstance(rows, int) and keys > 0 and step.seconds > 0:
-            at = (step.detail.get("phases") or {}).get("mv:affected-keys")  # when its keys were found
-            after = round(step.seconds - at, 3) if isinstance(at, (int, float)) and at <= step.seconds else None
+            phases = step.detail.get("phases") or {}
+            changed = step.detail.get("changed")
             found.append(Run(step.strategy, step.seconds, keys, rows, int(step.detail.get("chunks") or 1),
-                             None if step.strategy == FULL else after))
+                             _span(phases.get("mv:affected-keys"), step.seconds),
+                             changed if isinstance(changed, int) and changed > 0 else None,
+                             _span(phases.get("mv:changed-keys"), phases.get("mv:affected-keys"))))
     return found
+
+
+def _span(start: object, end: object) -> float | None:
+    """Seconds from one recorded point of a batch to a later one (None: either not recorded)."""
+    numbers = isinstance(start, (int, float)) and isinstance(end, (int, float))
+    return round(end - start, 3) if numbers and start <= end else None
 
 
 def compaction_reason(kind: MvKind, base_rows: int, delta_rows: int) -> str | None:
@@ -260,8 +289,11 @@ def cost_model(history: Sequence[Run], fanout_threshold: float = 0.2, compacted_
     write_fixed, write_per_key = _fit(written, prior_slope=None) if written else (None, None)
     if write_per_key is not None and per_key is not None and write_per_key > per_key:  # no steeper than the whole
         write_fixed, write_per_key = _fixed_for(written, per_key), per_key
+    queried = [(r.changed, r.keys_query) for r in history
+               if r.strategy in (INCREMENTAL, CHUNKED) and r.changed and r.keys_query is not None][:HISTORY]
+    query_fixed, per_changed = _fit(queried, prior_slope=None) if queried else (None, None)
     return CostModel(refresh_fixed, per_key, build_fixed, per_row, refresh_from, build_from, len(keyed), compaction,
-                     write_fixed, write_per_key)
+                     write_fixed, write_per_key, query_fixed, per_changed)
 
 
 def _fixed_for(points: list[tuple[float, float]], slope: float) -> float:
@@ -312,10 +344,13 @@ def before_changes(kind: MvKind, rows: int, history: Sequence[Run], probed_main_
 
 
 def before_keys(kind: MvKind, changed: Mapping[str, int], main_inputs: Sequence[str], rows: int,
-                history: Sequence[Run]) -> Decision:
+                history: Sequence[Run], spent: float = 0.0) -> Decision:
     """The second decision point: the changed keys per input are known, the affected MV keys not
-    yet. Every changed key of a main input is an affected key, so their count is a lower bound:
-    when even that many keys cost more by key than a full build, build at once.
+    yet, ``spent`` seconds into the batch. Every changed key of a main input is an affected key, so
+    their count is a lower bound: when even that many keys cost more by key than a full build,
+    build at once. As at ``after_keys``, the seconds spent are spent either way: where recorded
+    batches say what their affected keys' query cost per changed key it reads (``Run.keys_query``)
+    and what their write cost, by key is ``spent`` plus both, a build ``spent`` plus a build.
 
     >>> runs = [Run("full", 8.7, 100_000, 100_000), Run("incremental", 1.9, 607, 100_000),
     ...         Run("incremental", 2.5, 5_000, 100_000)]
@@ -323,12 +358,20 @@ def before_keys(kind: MvKind, changed: Mapping[str, int], main_inputs: Sequence[
     'full build: est. 8.7 s vs incremental 10.0 s (60,000 keys of 100,000 rows)'
     >>> before_keys(MvKind(), {"d.offers": 600}, ["d.offers"], 100_000, runs).strategy is None
     True
+    >>> timed = [Run("full", 8.0, 100_000, 100_000)] + [Run("incremental", 4.0 + w + q, k, 100_000, after_keys=w,
+    ...          changed=k, keys_query=q) for k, w, q in ((8_000, 2.1, 1.8), (12_000, 2.9, 2.2), (16_000, 3.7, 2.6))]
+    >>> before_keys(MvKind(), {"main": 12_000}, ["main"], 100_000, timed).words()  # whole batches: 9.1 s
+    'full build: est. 8.0 s vs incremental 9.1 s (12,000 keys of 100,000 rows)'
+    >>> before_keys(MvKind(), {"main": 12_000}, ["main"], 100_000, timed, spent=4.0).strategy is None  # 4 + 5.1 s
+    True
     """
     lower = max([changed.get(i, 0) for i in main_inputs] or [0])
     if kind.strategy != "auto":
         return Decision(None, f"config(strategy={kind.strategy!r}): decided on the affected keys")
     model = _model(kind, history, rows)
-    full, keyed = model.full(rows), model.incremental(lower)
+    left = model.after_changes(sum(changed.values()), lower) if spent > 0 else None
+    spent = spent if left is not None else 0.0
+    full, keyed = _plus(spent, model.full(rows)), _plus(spent, left if left is not None else model.incremental(lower))
     estimates = {INCREMENTAL: keyed, FULL: full}
     narrow = lower <= kind.fanout_threshold * max(rows, 1)
     if full is not None and keyed is not None and full < keyed and not (narrow and explore_by_key(history)):
@@ -489,18 +532,22 @@ def explain_lines(kind: MvKind, history: Sequence[Run], rows: int | None) -> lis
       now: a full build of 100,000 rows est. 8.7 s; by key is cheaper below 2,779 affected keys
     >>> print(explain_lines(MvKind(), runs + [Run(COMPACTION, 0.9, 0, 100_000)], 100_000)[1])
       cost model: by key 0 s + 3.13 ms/key (1 refresh) + its compaction 0.9 s; full build 0 s + 0.087 ms/row (1 build)
-    >>> print(explain_lines(MvKind(), [Run("incremental", 1.9, 607, 100_000, after_keys=0.6)], 100_000)[1])
-      cost model: by key 0 s + 3.13 ms/key (1 refresh), 0 s + 0.988 ms/key once its keys are found; full build: no full build recorded
+    >>> timed = Run("incremental", 1.9, 607, 100_000, after_keys=0.6, changed=700, keys_query=0.3)
+    >>> print(explain_lines(MvKind(), [timed], 100_000)[1])
+      cost model: by key 0 s + 3.13 ms/key (1 refresh: its affected keys' query 0 s + 0.429 ms/changed key, its write 0 s + 0.988 ms/key); full build: no full build recorded
     """
     lines = [f"  strategy: {kind.strategy} (fanout_threshold {kind.fanout_threshold:g}, chunk_keys {kind.chunk_keys:,}, "
              f"min_interval {duration_words(kind.min_interval_seconds)}, compact_below_rows {kind.compact_below_rows:,})"]
     if not history:
         return lines + ["  cost model: no batch recorded yet"]
     m = _model(kind, history, rows or 0)
-    keyed = (f"by key {_seconds(m.refresh_fixed)} + {_rate(m.per_key, 'key')} ({m.refresh_from})"
-             if m.per_key is not None and m.refresh_fixed is not None else f"by key: {m.refresh_from}")
+    split = ([f"its affected keys' query {_seconds(m.query_fixed)} + {_rate(m.per_changed, 'changed key')}"]
+             if m.query_fixed is not None and m.per_changed is not None else [])
     if m.write_per_key is not None and m.write_fixed is not None:
-        keyed += f", {_seconds(m.write_fixed)} + {_rate(m.write_per_key, 'key')} once its keys are found"
+        split.append(f"its write {_seconds(m.write_fixed)} + {_rate(m.write_per_key, 'key')}")
+    source = ": ".join([m.refresh_from, ", ".join(split)] if split else [m.refresh_from])
+    keyed = (f"by key {_seconds(m.refresh_fixed)} + {_rate(m.per_key, 'key')} ({source})"
+             if m.per_key is not None and m.refresh_fixed is not None else f"by key: {source}")
     if m.compaction:
         keyed += f" + its compaction {_seconds(m.compaction)}"
     built = (f"full build {_seconds(m.build_fixed)} + {_rate(m.per_row, 'row')} ({m.build_from})"
