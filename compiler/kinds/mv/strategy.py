@@ -447,6 +447,8 @@ def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run], s
         return decided(FULL, "a full build is estimated cheaper than by key")
     if in_chunks:
         return decided(CHUNKED, f"a wide change ({share}): by key in {chunks} resumable chunks")
+    if not model.refreshes:
+        return decided(INCREMENTAL, "by key is estimated cheaper than a full build (a prior: no batch by key measured yet)")
     return decided(INCREMENTAL, "by key is estimated cheaper than a full build")
 
 
@@ -545,7 +547,7 @@ def explain_lines(kind: MvKind, history: Sequence[Run], rows: int | None) -> lis
              if m.query_fixed is not None and m.per_changed is not None else [])
     if m.write_per_key is not None and m.write_fixed is not None:
         split.append(f"its write {_seconds(m.write_fixed)} + {_rate(m.write_per_key, 'key')}")
-    source = ": ".join([m.refresh_from, ", ".join(split)] if split else [m.refresh_from])
+    source = m.refresh_from + (": " + ", ".join(split) if split else "")
     keyed = (f"by key {_seconds(m.refresh_fixed)} + {_rate(m.per_key, 'key')} ({source})"
              if m.per_key is not None and m.refresh_fixed is not None else f"by key: {source}")
     if m.compaction:
