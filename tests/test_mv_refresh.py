@@ -214,7 +214,7 @@ def test_a_small_mv_is_compacted_after_every_batch_and_its_cost_is_counted(spark
     alone, the Delta table is one file, built without the deletion-vectors feature. The compaction is logged as a step
     of its own (the batch's range, its seconds), the cost model adds it to a batch by key."""
     from compiler.kinds.mv.refresh import strategy_lines
-    from compiler.kinds.mv.strategy import COMPACTION
+    from compiler.kinds.mv.costs import COMPACTION
     from compiler.project import StateSettings
     from mv_world import WIDE
 

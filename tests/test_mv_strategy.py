@@ -12,7 +12,7 @@ import pytest
 
 from compiler.cli import main
 from compiler.kinds.mv.refresh import MvState, run_mv, strategy_lines
-from compiler.kinds.mv.strategy import CHUNKED, FULL, INCREMENTAL, runs
+from compiler.kinds.mv.costs import CHUNKED, FULL, INCREMENTAL, runs
 from compiler.phases import Crash, crash_at
 from compiler.project import StateSettings
 from compiler.spark import LazySession

@@ -49,6 +49,7 @@ from ..table import SLOTS, slot_table
 from . import MvKind, strategy
 from .analyze import mv_plan
 from .change_modes import history_gone
+from .costs import COMPACTION, HISTORY, Run, cost_lines, runs
 from .decisions import new_input, rebuild_reason
 from .derive import Derived, derived
 from .input_set import InputSet
@@ -246,9 +247,9 @@ def last_batch_time(store: StateStore, topic: str) -> datetime | None:
     return steps[0].ts if steps else offset.run
 
 
-def history(store: StateStore, topic: str) -> list[strategy.Run]:
+def history(store: StateStore, topic: str) -> list[Run]:
     """The MV's recorded batches, newest first, as the cost model reads them."""
-    return strategy.runs(store.steps(topic, 4 * strategy.HISTORY))
+    return runs(store.steps(topic, 4 * HISTORY))
 
 
 def strategy_lines(settings: "StateSettings", topic: str, kind: object, costs: bool = False) -> list[str]:
@@ -259,11 +260,11 @@ def strategy_lines(settings: "StateSettings", topic: str, kind: object, costs: b
     steps, rows = [], None
     if settings.dsn or (settings.path is not None and Path(settings.path).exists()):
         store = open_state_store(settings)
-        steps = store.steps(topic, 4 * strategy.HISTORY)
+        steps = store.steps(topic, 4 * HISTORY)
         offset = store.get(topic)
         rows = MvState.parse(offset.state).base_rows if offset is not None and offset.state else None
-    lines = strategy.explain_lines(_kind(kind), strategy.runs(steps), rows)
-    return lines + strategy.cost_lines(steps) if costs else lines
+    lines = strategy.explain_lines(_kind(kind), runs(steps), rows)
+    return lines + cost_lines(steps) if costs else lines
 
 
 def _kind(kind: object) -> MvKind:
@@ -300,7 +301,7 @@ class _Refresh:
         self.leases: dict[str, Lease] = {}
         self.lease_seconds = LEASE_SECONDS
         self.inputs = InputSet(self.scope, store, self.leases, now, self.phase)
-        self.history: list[strategy.Run] = []  # the MV's recorded batches (the cost model's input)
+        self.history: list[Run] = []  # the MV's recorded batches (the cost model's input)
         self.decision: Decision | None = None
         self.span = 1  # batch numbers the batch takes: a chunked batch writes chunk i as batch + i
         self.affected_parts: dict[int, "DataFrame"] = {}
@@ -488,7 +489,7 @@ class _Refresh:
         started = time.monotonic()
         self.scope.adaptive(True)
         self.storage.compact(state)
-        self._log_step(batch, self.now(), 0, started, strategy.COMPACTION, {"rows": state.base_rows, "reason": reason})
+        self._log_step(batch, self.now(), 0, started, COMPACTION, {"rows": state.base_rows, "reason": reason})
 
     def _switch_to_build(self, batch: int, state: MvState, decision: Decision, keys_known: bool = False) -> Outcome:
         """A full build after all; a plain MV whose affected keys are counted keeps them (view
