@@ -254,17 +254,22 @@ def test_an_mv_built_every_batch_knows_from_its_delta_versions_when_nothing_chan
     probed, probe = [], change_modes.Positions.probe
 
     def spy(mode, run, last, column):
-        probed.append((mode.input_id.split(".")[-1], threading.current_thread() is threading.main_thread()))
+        probed.append((mode.input_id.split(".")[-1], threading.current_thread() is threading.main_thread(), bool(last)))
         return probe(mode, run, last, column)
 
     monkeypatch.setattr(change_modes.Positions, "probe", spy)
     assert world.refresh().reason == "up to date"
-    assert probed == [("shops", True)], probed                     # parquet: probed; Delta offers: its version
+    assert probed == [("shops", True, True)], probed               # parquet: probed; Delta offers: its version
     probed.clear()
     world.put("offers", id=2, title="renamed")
     outcome = world.refresh()
     assert outcome.mode == "build" and "strategy='full'" in outcome.reason, outcome
-    assert sorted(probed) == [("offers", False), ("shops", True)], probed
+    assert sorted(probed) == [("offers", False, True), ("shops", True, True)], probed  # past last, as by key
+    world.check()
+    probed.clear()
+    world.put("shops", id=100, name="Renamed")                     # offers' log: no row changed since
+    assert world.refresh().mode == "build"
+    assert probed == [("shops", True, True)], probed               # offers not read, not even beside
     world.check()
     offers = f"{world.db}.offers"
     version = delta_version(spark, offers)
@@ -272,7 +277,7 @@ def test_an_mv_built_every_batch_knows_from_its_delta_versions_when_nothing_chan
     assert delta_version(spark, offers) == version + 1
     probed.clear()
     assert world.refresh().reason == "up to date"                 # the commit's files say dataChange = false
-    assert probed == [("shops", True)], probed
+    assert probed == [("shops", True, True)], probed
     crash_beside_the_build(world, "mv:build-base-written", 3)
     shops = Path(local_location(spark, f"{world.db}.shops"))        # pinning a parquet table wrote nothing there
     assert shops.is_dir() and not (shops / "_delta_log").exists()

@@ -49,8 +49,7 @@ class InputSet:
         inputs pinned for a probe beside the build (``probe_only``)."""
         self.probe = Probe()
         if since_last and not skip:
-            skip = frozenset(input_id for input_id, mode in self.modes.items() if isinstance(mode, Positions)
-                             and mode.unchanged(self, self.committed(input_id)))
+            skip = frozenset(input_id for input_id in self.modes if self._unchanged(input_id))
         self.probe_only(since_last, lambda input_id: input_id not in skip)
         return self.probe
 
@@ -66,6 +65,20 @@ class InputSet:
                 frames.append(frame)
         for row in union_all(frames).collect() if frames else []:
             self.modes[row["input"]].read_probe(self, row)
+
+    def probe_beside(self, pinned: frozenset[str], since_last: bool) -> None:
+        """The probe of the ``pinned`` inputs, beside a build. ``since_last`` (a build the strategy
+        chose, not a rebuild) looks as a batch by key's probe does: past each committed ``last``, and
+        not at all at an input whose log shows no row changed since the last commit."""
+        if since_last:
+            pinned = frozenset(input_id for input_id in pinned if not self._unchanged(input_id))
+        self.probe_only(since_last, pinned.__contains__)
+
+    def _unchanged(self, input_id: str) -> bool:
+        """A Delta position input whose log shows no row changed since the last commit (its newest
+        position is then the committed ``last``: ``Positions.unchanged``)."""
+        mode = self.modes[input_id]
+        return isinstance(mode, Positions) and mode.unchanged(self, self.committed(input_id))
 
     def pin(self) -> frozenset[str]:
         """Pin each position and feed input stored as Delta to its newest version, read from its log

@@ -368,7 +368,8 @@ class _Refresh:
             self.echo(f"{self.plan.name}: {forced.reason}, a full build ({forced.words()})")
             self.phase("mv:fanout-guard")
         self.scope.sql("create_schema")
-        outcome = self._build(batch, state, ranges, reason, forced, beside) if reason is not None \
+        outcome = self._build(batch, state, ranges, reason, forced, beside, since_last=forced is not None) \
+            if reason is not None \
             else self._refresh(batch, state, ranges)
         outcome.redo, outcome.covered = inputs.redo, inputs.covered()
         return outcome
@@ -382,15 +383,16 @@ class _Refresh:
 
     # -- full build ----------------------------------------------------------------------
     def _build(self, batch: int, state: MvState, ranges: dict | None, reason: str, decision: Decision | None = None,
-               pinned: frozenset[str] = frozenset()) -> Outcome:
+               pinned: frozenset[str] = frozenset(), since_last: bool = False) -> Outcome:
         """A full build. Without ``ranges`` (a build known before the probe) the ``pinned`` inputs'
-        probe runs beside it and the ranges are planned after it, before the commit."""
+        probe runs beside it (past each committed ``last`` when ``since_last``: the strategy's build,
+        not a rebuild) and the ranges are planned after it, before the commit."""
         self.echo(f"{self.plan.name}: full build, batch {batch} ({reason})")
         self.scope.adaptive(True)
         self.decision = decision or Decision(FULL, reason, rows=state.base_rows)
         self.span = 1  # a chunked try left partitions after batch: the new slot's delta starts empty
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"probe-{self.plan.name}") as beside:
-            probing = beside.submit(self.inputs.probe_only, False, pinned.__contains__) if pinned else None
+            probing = beside.submit(self.inputs.probe_beside, pinned, since_last) if pinned else None
             self.inputs.build(batch)
             self.phase("mv:build-snapshots")
             new_state = self.storage.build(state, batch)
