@@ -8,7 +8,7 @@ Delta Lake's jars and session settings: ``compiler.delta_jars`` and ``compiler.s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -140,14 +140,35 @@ def delta_version(spark: "SparkSession", relation: str) -> int:
         return delta_commit(spark, relation)[0]
 
 
-def logged_version(spark: "SparkSession", relation: str) -> int | None:
-    """The newest version of a Delta table read from its log without a Spark job; None when that
-    cannot be known so (not a Delta table, a view, no history, or Spark Connect: no JVM here)."""
+def logged_version(spark: "SparkSession", relation: str) -> tuple[int, int | None] | None:
+    """The newest version of a Delta table and its commit's time (``commit_time``), read from its
+    log without a Spark job; None when that cannot be known so (not a Delta table, a view, no
+    history, or Spark Connect: no JVM here)."""
     try:
         version = _log_version(spark, relation)
     except Exception:  # noqa: BLE001 - not a table of Delta's, or not a classic session
         return None
-    return version if version >= 0 else None
+    return (version, commit_time(spark, relation, version)) if version >= 0 else None
+
+
+def commit_time(spark: "SparkSession", relation: str, version: int) -> int | None:
+    """When commit ``version`` of a Delta table was made (its ``commitInfo`` timestamp, in ms), as the
+    table's log holds it now: with the version, it names one point of one table's history. A table
+    dropped and created again starts a new log, whose commit at that version, if it has one, was
+    made at another time. (Its table id would not do: ``CREATE OR REPLACE`` gives a new one but keeps
+    the log and its history.) None when it cannot be read: no such commit, cleaned up, no JVM."""
+    try:
+        jvm, log = spark._jvm, _delta_log(spark, relation)  # type: ignore[attr-defined]
+        commits = log.getChanges(version, version, jvm.scala.Option.empty(), True)
+        while commits.hasNext():
+            actions = commits.next()._2().iterator()
+            while actions.hasNext():
+                action = actions.next()
+                if action.getClass().getSimpleName() == "CommitInfo":
+                    return int(action.getTimestamp())
+    except Exception:  # noqa: BLE001 - Delta's internal API, or a log cleaned up: cannot tell
+        return None
+    return None
 
 
 # Commits read from the log before giving up on telling that none changed a row (each is a file read).
@@ -168,9 +189,7 @@ def rows_unchanged(spark: "SparkSession", relation: str, since: int, until: int)
     if until - since > MAX_COMMITS_READ:
         return False
     try:
-        jvm, session = spark._jvm, spark._jsparkSession  # type: ignore[attr-defined]
-        table = session.sessionState().sqlParser().parseTableIdentifier(relation)
-        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(session, table)
+        jvm, log = spark._jvm, _delta_log(spark, relation)  # type: ignore[attr-defined]
         commits = log.getChanges(since + 1, until, jvm.scala.Option.empty(), True)  # True: fail on a gap
         seen = []
         while commits.hasNext():
@@ -191,11 +210,15 @@ def rows_unchanged(spark: "SparkSession", relation: str, since: int, until: int)
 
 
 def _log_version(spark: "SparkSession", relation: str) -> int:
-    jvm, session = spark._jvm, spark._jsparkSession  # type: ignore[attr-defined]
+    none = spark._jvm.scala.Option.empty()  # type: ignore[attr-defined]
+    return int(_delta_log(spark, relation).update(False, none, none).version())
+
+
+def _delta_log(spark: "SparkSession", relation: str) -> Any:
+    """The table's ``DeltaLog`` in the JVM (Delta's internal API; raises without a JVM)."""
+    session = spark._jsparkSession  # type: ignore[attr-defined]
     table = session.sessionState().sqlParser().parseTableIdentifier(relation)
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(session, table)
-    none = jvm.scala.Option.empty()
-    return int(log.update(False, none, none).version())
+    return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(session, table)  # type: ignore[attr-defined]
 
 
 def delta_commit(spark: "SparkSession", relation: str) -> tuple[int, dict[str, str]]:

@@ -376,3 +376,47 @@ def test_cdf_declaration_compiles_to_table_changes_and_a_bad_one_names_its_line(
         load_sources(load_project(bad))
     problem = error.value.problems[0]
     assert (problem.line, problem.code) == (5, "bad-value") and "changes: cdf" in problem.hint
+
+
+
+def test_a_rebuild_does_not_read_a_delta_position_input_whose_log_shows_no_row_changed(world, monkeypatch):
+    # --full-refresh (any rebuild) keeps the committed position of a Delta input whose table is the
+    # one the last commit saw, at a version whose commits since changed no row; a changed one is read
+    # whole, from the start (a rewritten source may hold smaller positions).
+    from compiler.kinds.mv import change_modes
+
+    probed, probe = [], change_modes.Positions.probe
+
+    def spy(mode, run, last, column):
+        probed.append((mode.input_id.split(".")[-1], bool(last)))
+        return probe(mode, run, last, column)
+
+    monkeypatch.setattr(change_modes.Positions, "probe", spy)
+    assert world.refresh(full_refresh=True).mode == "build"
+    assert probed == [("shops", False)], probed                    # parquet: read; Delta offers: not
+    world.check()
+    probed.clear()
+    world.put("offers", id=2, title="renamed")
+    assert world.refresh(full_refresh=True).mode == "build"
+    assert sorted(probed) == [("offers", False), ("shops", False)], probed
+    world.check()
+    assert world.refresh().reason == "up to date"
+
+
+def test_a_delta_source_dropped_and_created_again_rebuilds_the_mv_though_its_version_is_the_same(world):
+    # A source re-created (DROP, then CREATE: a new log) can reach the version the last commit kept
+    # (a position source's, a Change Data Feed's): when that version was committed, kept beside it, tells
+    # the two tables apart, so the MV is rebuilt rather than left as it was, or fed the new
+    # table's versions as changes.
+    for table, key in (("offers", {"id": 2, "title": "in the new table"}),
+                       ("warehouses", {"id": 10, "name": "in the new table", "region_id": 2})):
+        name = f"{world.db}.{table}"
+        version = delta_version(world.spark, name)
+        world.spark.sql(f"DROP TABLE {name}")
+        world.put(table, **key)
+        world.flush()
+        assert delta_version(world.spark, name) == version
+        outcome = world.refresh()
+        assert outcome.mode == "build" and f"{table} was re-created" in outcome.reason, outcome
+        world.check()
+        assert world.refresh().reason == "up to date"

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ...errors import Problem, RunError
 from ...state import Offset, StateStore
-from ...table_format import DELTA, delta_version, logged_version, rows_unchanged, table_details
+from ...table_format import DELTA, commit_time, delta_version, logged_version, rows_unchanged, table_details
 from .decisions import Seen, input_range
 from .derive import Derived, bind_literal
 from .inputs import BATCH
@@ -98,6 +98,8 @@ class ChangeMode:
 
     tag: str | None = None  # kept in the input topic's state; None for the modes that predate tags
     words = ""  # how ``explain`` names it
+    version: int | None = None  # a Delta table's newest version, from its log (a position input's probe reads as of it)
+    committed_at: int | None = None  # when that version was committed (``table_format.commit_time``)
 
     def __init__(self, plan: MvPlan, input_id: str):
         self.plan, self.input_id, self.info = plan, input_id, plan.inputs[input_id]
@@ -126,7 +128,35 @@ class ChangeMode:
         if offset.last is not None and kept != self.tag:
             return (f"{self.input_id} is now read by {self.words}, its offsets hold "
                     f"{_KEPT.get(kept, kept)}")
+        return self.recreated(run, offset)
+
+    def recreated(self, run: Batch, offset: Offset) -> str | None:
+        """A Delta table dropped and created again since the last commit: its log has fewer versions
+        than the one kept, or another commit at it. Its versions started over and its rows past a
+        position are not its changes (the rows gone from it are not seen)."""
+        kept = _state(offset.state)
+        version, committed_at = kept.get("version"), kept.get("commit")
+        if version is None or committed_at is None or self.version is None:
+            return None
+        if self.version < version:
+            return f"{self.input_id} was re-created (version {self.version} < {version}, the last one read)"
+        if not self._same_history(run, version, committed_at):
+            return f"{self.input_id} was re-created (its version {version} is another commit than the one last read)"
         return None
+
+    def _same_history(self, run: Batch, version: int, committed_at: int | None) -> bool:
+        """Whether the table's commit at ``version`` is the one made at ``committed_at`` (unknown: no)."""
+        now = self.committed_at if version == self.version else commit_time(run.spark, self.table, version)
+        return committed_at is not None and now == committed_at
+
+    def kept_state(self, **more: Any) -> dict:
+        """What the topic's state keeps of the version read: it and when it was committed."""
+        return {**more, "version": self.version, "commit": self.committed_at} if self.version is not None else more
+
+    @property
+    def table(self) -> str:
+        """The table whose rows carry the positions."""
+        return self.info.relation
 
     def plan_range(self, run: Batch, offset: Offset, batch: int, fresh: bool, resume: bool) -> tuple[Any, Any]:
         """``(last, next)`` of this batch (``mv_decisions.input_range``): the crashed try's ``next``
@@ -149,11 +179,6 @@ class ChangeMode:
             args[f"next_{i}"] = decode(nxt[i], types.get(column.lower(), ""))
         return args
 
-    @property
-    def table(self) -> str:
-        """The table whose rows carry the positions."""
-        return self.info.relation
-
     def build(self, run: Batch, batch: int) -> None:
         """Before a full build: take what later batches diff against."""
 
@@ -175,23 +200,22 @@ class Positions(ChangeMode):
 
     words = "position"
     rows_are_keys = True  # the table itself: one row per key, so its rows past ``last`` are its changed keys
-    pinned: int | None = None  # a Delta version the probe reads as of (``pin``), else the table as it is
     past_last: "DataFrame | None" = None  # the rows past ``last`` the probe read, checkpointed (``changes``)
 
     def pin(self, run: Batch) -> bool:
         """Pin the probe to the table's newest Delta version, read from its log (no job), so that
         it can run beside a build that reads the table after this: the build sees at least that
         version, so every position the probe finds was read. False: not a Delta table."""
-        self.pinned = logged_version(run.spark, self.table)
-        return self.pinned is not None
+        self.version, self.committed_at = logged_version(run.spark, self.table) or (None, None)
+        return self.version is not None
 
     def unchanged(self, run: Batch, offset: Offset | None) -> bool:
         """Whether the table holds no row past the committed ``last``, known without reading it: it
         is pinned at the version the last commit kept with that position (``state``), or at a later
         one whose commits changed no row. The probe then takes ``last`` as the newest position."""
-        if self.pinned is None or offset is None or not offset.last or offset.in_flight:
+        if self.version is None or offset is None or not offset.last or offset.in_flight:
             return False
-        if not self._unchanged_since(run, _state(offset.state).get("version")):
+        if not self._unchanged_since(run, _state(offset.state)):
             return False
         run.probe.positions[self.input_id] = tuple(offset.last)
         if self.rows_are_keys:
@@ -207,8 +231,8 @@ class Positions(ChangeMode):
         keys are read from them (``changes``), not from the table a second time."""
         from pyspark.sql import functions as F
 
-        table = run.spark.table(self.table) if self.pinned is None \
-            else run.spark.read.option("versionAsOf", self.pinned).table(self.table)
+        table = run.spark.table(self.table) if self.version is None \
+            else run.spark.read.option("versionAsOf", self.version).table(self.table)
         run.probe.types[self.input_id] = types = {f.name.lower(): f.dataType.typeName() for f in table.schema.fields}
         self.last, self.column, self.past_last = last, column, None
         if last:
@@ -238,24 +262,31 @@ class Positions(ChangeMode):
         """Not probed yet (its probe runs beside a build decided before it): the version pinned
         against the one the last commit kept, if it kept one (``state``); the same version means
         the same rows, and so does a newer one whose commits changed none (an ``OPTIMIZE``, a
-        ``VACUUM``: ``rows_unchanged``). Otherwise the newest position the probe saw."""
-        if self.input_id in run.probe.positions or self.pinned is None:
+        ``VACUUM``: ``rows_unchanged``); another table (dropped and created again) is not known.
+        Otherwise the newest position the probe saw."""
+        if self.input_id in run.probe.positions or self.version is None:
             return super().seen(run, offset)
-        kept = _state(offset.state).get("version")
+        kept = _state(offset.state)
         if self._unchanged_since(run, kept):
-            return Seen(True, kept, kept)
-        return Seen(kept is not None, kept, self.pinned)
+            return Seen(True, kept["version"], kept["version"])
+        known = kept.get("version") is not None and self._same_history(run, int(kept["version"]), kept.get("commit"))
+        return Seen(known, kept.get("version"), self.version)
 
-    def _unchanged_since(self, run: Batch, kept: int | None) -> bool:
-        """Whether the pinned version holds the rows of version ``kept`` (none kept: unknown)."""
-        return kept is not None and rows_unchanged(run.spark, self.table, int(kept), self.pinned)
+    def _unchanged_since(self, run: Batch, kept: dict) -> bool:
+        """Whether the pinned version holds the rows of the version the last commit ``kept`` with its
+        position (none kept: unknown): the same history (its commit at that version) and position
+        columns, and no commit since that changed a row."""
+        version = kept.get("version")
+        return (version is not None and kept.get("position") == [c.lower() for c in self.info.position]
+                and self._same_history(run, int(version), kept.get("commit"))
+                and rows_unchanged(run.spark, self.table, int(version), self.version))
 
     def state(self, run: Batch, taken: str | None) -> str:
         """The version the probe read, when the batch read up to the position the probe found there
         (not a redo's older range): the next batch's probe can then be skipped while it is unchanged."""
         planned, probed = run.ranges[self.input_id][1], run.probe.positions.get(self.input_id)
-        if self.pinned is not None and tuple(planned or ()) == tuple(probed or ()):
-            return json.dumps({"version": self.pinned})
+        if self.version is not None and tuple(planned or ()) == tuple(probed or ()):
+            return json.dumps(self.kept_state(position=[c.lower() for c in self.info.position]))
         return super().state(run, taken)
 
     def read_probe(self, run: Batch, row: Any) -> None:
@@ -379,9 +410,14 @@ class Versions(ChangeMode):
     tag = "versions"
 
     def probe(self, run: Batch, last: tuple | None, column: str) -> None:
-        version = delta_version(run.spark, self.info.relation)
+        logged = logged_version(run.spark, self.info.relation)  # over Spark Connect: no commit time
+        version, self.committed_at = logged or (delta_version(run.spark, self.info.relation), None)
+        self.version = version if logged else None
         run.probe.positions[self.input_id] = (version,) if version >= 0 else None
         return None
+
+    def state(self, run: Batch, taken: str | None) -> str:
+        return json.dumps(self.kept_state(mode=self.tag))
 
     def rebuild_reason(self, run: Batch, offset: Offset) -> str | None:
         reason = super().rebuild_reason(run, offset)

@@ -67,11 +67,12 @@ class InputSet:
             self.modes[row["input"]].read_probe(self, row)
 
     def probe_beside(self, pinned: frozenset[str], since_last: bool) -> None:
-        """The probe of the ``pinned`` inputs, beside a build. ``since_last`` (a build the strategy
-        chose, not a rebuild) looks as a batch by key's probe does: past each committed ``last``, and
-        not at all at an input whose log shows no row changed since the last commit."""
-        if since_last:
-            pinned = frozenset(input_id for input_id in pinned if not self._unchanged(input_id))
+        """The probe of the ``pinned`` inputs, beside a build. An input whose log shows no row changed
+        since the last commit, in the same history, is not read: its newest position is the committed
+        one, also for a rebuild. ``since_last`` (a build the strategy chose, not a rebuild) looks at
+        the others as a batch by key's probe does, past each committed ``last``; a rebuild reads them
+        whole (a source may have been rewritten with smaller positions)."""
+        pinned = frozenset(input_id for input_id in pinned if not self._unchanged(input_id))
         self.probe_only(since_last, pinned.__contains__)
 
     def _unchanged(self, input_id: str) -> bool:
