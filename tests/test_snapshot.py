@@ -23,6 +23,7 @@ from compiler.cli import main
 from compiler.compile import compile_project
 from compiler.errors import CompileError
 from compiler.project import load_project
+from compiler.table_format import delta_version
 
 FIXTURE = Path(__file__).parent / "fixtures" / "dbt_shop"
 SCHEMAS = ("shop_dev", "shop_dev_raw", "shop_dev_history")
@@ -289,6 +290,16 @@ def test_a_snapshot_of_a_table_with_a_change_feed_reads_only_the_keys_it_changed
         assert "(whole SELECT: reading shop_dev_raw.tickets_live's change feed from version 6 failed" in out, out
         assert history("live_feed") == history("live_whole") and len(history("live_feed")) == 8
         assert "Traceback" not in out
+
+        version = delta_version(spark, live)  # dropped and created again: its versions start over
+        spark.sql(f"DROP TABLE {live}")
+        spark.sql(f"CREATE TABLE {live} (id BIGINT, owner STRING, state STRING, updated_at TIMESTAMP) USING delta "
+                  "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+        for n in range(version):  # to the version the last run read, in another table (its id)
+            spark.sql(f"INSERT INTO {live} VALUES ({n + 1}, 'new', 'open', TIMESTAMP'{T4}')")
+        assert delta_version(spark, live) == version
+        out = snapshot()
+        assert "nothing changed" not in out and history("live_feed") == history("live_whole"), out
     finally:
         for schema in SCHEMAS:
             spark.sql(f"DROP DATABASE IF EXISTS {schema} CASCADE")

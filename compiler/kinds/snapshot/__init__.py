@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ...table_format import DELTA, delta_version, describe_table, provider_of
+from ...table_format import DELTA, commit_time, delta_version, describe_table, logged_version, provider_of
 from ..base import KindError, ModelKind, ModelRunner
 from ..statements import Statement, execute, script, timed, wrapped
 from .changes import change_feed_on, keyed_source, seen, watched
@@ -153,7 +153,9 @@ def run_snapshot(spark: "SparkSession", model: "Model", store: "StateStore") -> 
         kind: SnapshotKind = model.kind  # type: ignore[assignment]
         source = keyed_source(model.select_sql, kind.unique_key)
         feed = source if source is not None and change_feed_on(describe_table(spark, source.table)) else None
-        version = delta_version(spark, feed.table) if feed else None  # before reading: later changes are read next time
+        # before reading: later changes are read next time (with the commit's time, where the JVM is there)
+        version, committed_at = (logged_version(spark, feed.table) or (delta_version(spark, feed.table), None)) \
+            if feed else (None, None)
         provider = provider_of(describe_table(spark, model.relation))
         if provider is None:
             execute(spark, kind.first_build(model), {})
@@ -163,7 +165,7 @@ def run_snapshot(spark: "SparkSession", model: "Model", store: "StateStore") -> 
             raise RuntimeError(f"{model.relation} is not a Delta table ({provider}): a snapshot keeps its history by "
                                "MERGE — rename or drop the old table, then run the snapshot again")
         else:
-            last = seen(store.get_watch(model.name), feed.table, model.select_sql) if feed else None
+            last = _last_read(spark, store.get_watch(model.name), feed.table, model.select_sql) if feed else None
             if last is not None and last == version:
                 result.message = f"nothing changed: {feed.table} is still at version {version}"
                 return
@@ -180,9 +182,18 @@ def run_snapshot(spark: "SparkSession", model: "Model", store: "StateStore") -> 
             else:
                 _take(spark, model, result)
         if feed is not None:
-            store.put_watch(model.name, watched(feed.table, version, model.select_sql))
+            store.put_watch(model.name, watched(feed.table, version, model.select_sql, committed_at))
 
     return timed(model, build)
+
+
+def _last_read(spark: "SparkSession", watch: str | None, table: str, select_sql: str) -> int | None:
+    """The version of ``table`` the last run read, if the table's log still has that commit (a table
+    dropped and created again has another commit at that version, or none: read it whole)."""
+    kept = seen(watch, table, select_sql)
+    if kept is None or (kept[1] is not None and commit_time(spark, table, kept[0]) != kept[1]):
+        return None
+    return kept[0]
 
 
 def _take(spark: "SparkSession", model: "Model", result: "Result", changed_keys: str | None = None) -> None:

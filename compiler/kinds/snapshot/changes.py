@@ -77,12 +77,14 @@ def change_feed_on(table_info: dict[str, str] | None) -> bool:
     return bool(table_info) and "delta.enableChangeDataFeed=true" in table_info.get("Table Properties", "")
 
 
-def seen(watch: str | None, table: str, select_sql: str) -> int | None:
-    """The version of ``table`` the snapshot's last run read (its state store watch), if that run
-    read the same table with the same SELECT (another SELECT must be compared whole).
+def seen(watch: str | None, table: str, select_sql: str) -> tuple[int, int | None] | None:
+    """The version of ``table`` the snapshot's last run read (its state store watch) and when that
+    version was committed (``table_format.commit_time``: a table dropped and created again has
+    another commit there), if that run read the same table with the same SELECT (another SELECT
+    must be compared whole).
 
-    >>> seen(watched("raw.t", 7, "SELECT 1"), "raw.t", "SELECT 1"), seen(watched("raw.t", 7, "SELECT 1"), "raw.t", "SELECT 2")
-    (7, None)
+    >>> seen(watched("raw.t", 7, "SELECT 1", 1700), "raw.t", "SELECT 1"), seen(watched("raw.t", 7, "SELECT 1"), "raw.t", "SELECT 2")
+    ((7, 1700), None)
     """
     try:
         found = json.loads(watch or "")
@@ -90,12 +92,13 @@ def seen(watch: str | None, table: str, select_sql: str) -> int | None:
         return None
     if not isinstance(found, dict) or found.get("table") != table or found.get("select") != _digest(select_sql):
         return None
-    return int(found["version"])
+    return int(found["version"]), found.get("commit")
 
 
-def watched(table: str, version: int, select_sql: str) -> str:
-    """What ``seen`` reads back: the table's version a run read, with the SELECT it read it by."""
-    return json.dumps({"table": table, "version": version, "select": _digest(select_sql)})
+def watched(table: str, version: int, select_sql: str, committed_at: int | None = None) -> str:
+    """What ``seen`` reads back: the table's version a run read (and its commit's time), with the
+    SELECT it read it by."""
+    return json.dumps({"table": table, "version": version, "select": _digest(select_sql), "commit": committed_at})
 
 
 def _digest(sql: str) -> str:
