@@ -140,14 +140,17 @@ class ChangeMode:
             return None
         if self.version < version:
             return f"{self.input_id} was re-created (version {self.version} < {version}, the last one read)"
-        if not self._same_history(run, version, committed_at):
+        now = self._commit_time(run, version)
+        if now is not None and now != committed_at:  # None: cleaned up from the log, cannot tell
             return f"{self.input_id} was re-created (its version {version} is another commit than the one last read)"
         return None
 
     def _same_history(self, run: Batch, version: int, committed_at: int | None) -> bool:
         """Whether the table's commit at ``version`` is the one made at ``committed_at`` (unknown: no)."""
-        now = self.committed_at if version == self.version else commit_time(run.spark, self.table, version)
-        return committed_at is not None and now == committed_at
+        return committed_at is not None and self._commit_time(run, version) == committed_at
+
+    def _commit_time(self, run: Batch, version: int) -> int | None:
+        return self.committed_at if version == self.version else commit_time(run.spark, self.table, version)
 
     def kept_state(self, **more: Any) -> dict:
         """What the topic's state keeps of the version read: it and when it was committed."""
