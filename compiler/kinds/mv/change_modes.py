@@ -103,6 +103,7 @@ class ChangeMode:
 
     def __init__(self, plan: MvPlan, input_id: str):
         self.plan, self.input_id, self.info = plan, input_id, plan.inputs[input_id]
+        self._commit_times: dict[int, int | None] = {}
 
     # -- what the input holds now ----------------------------------------------------------
     def probe(self, run: Batch, last: tuple | None, column: str) -> "DataFrame | None":
@@ -150,7 +151,12 @@ class ChangeMode:
         return committed_at is not None and self._commit_time(run, version) == committed_at
 
     def _commit_time(self, run: Batch, version: int) -> int | None:
-        return self.committed_at if version == self.version else commit_time(run.spark, self.table, version)
+        """``commit_time`` of ``version``, read once per batch (the shortcut and ``recreated`` both ask)."""
+        if version == self.version:
+            return self.committed_at
+        if version not in self._commit_times:
+            self._commit_times[version] = commit_time(run.spark, self.table, version)
+        return self._commit_times[version]
 
     def kept_state(self, **more: Any) -> dict:
         """What the topic's state keeps of the version read: it and when it was committed."""
