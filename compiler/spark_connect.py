@@ -33,6 +33,7 @@ import logging
 import socket
 import threading
 import warnings
+import weakref
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlparse
 
@@ -48,6 +49,9 @@ DEFAULT_PORT = 15002  # Spark Connect's
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 _LAUNCH: dict[int, dict[str, str]] = {}  # id(session) → its settings when it started
 _LOCK = threading.Lock()
+# SparkContext → its conf (fixed once it started): ``getConf()`` copies every setting through py4j,
+# ~60 calls, and each MV batch asked it twice
+_CONTEXT_CONF: "weakref.WeakKeyDictionary[Any, dict[str, str]]" = weakref.WeakKeyDictionary()
 
 
 def connect_session(target: Target, delta: bool) -> "SparkSession":
@@ -91,7 +95,12 @@ def launch_conf(spark: Any, key: str, default: str) -> str:
     if is_connect(spark):
         with _LOCK:
             return _LAUNCH.get(id(spark), {}).get(key, default)
-    return spark.sparkContext.getConf().get(key, default)
+    context = spark.sparkContext
+    with _LOCK:
+        conf = _CONTEXT_CONF.get(context)
+        if conf is None:
+            conf = _CONTEXT_CONF[context] = dict(context.getConf().getAll())
+    return conf.get(key, default)
 
 
 def cancel_all_jobs(spark: Any) -> None:
