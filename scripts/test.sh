@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up (if needed), then run the tests. Extra arguments go to pytest.
 #
-#   scripts/test.sh            the fast tier (target ≤ 15 minutes on 2 cores; 13.7-15.2 measured): every test not marked `slow`
+#   scripts/test.sh            the fast tier (target ≤ 15 minutes on 2 cores; 13.7-17.9 measured, docs/architecture.md#tier-times): every test not marked `slow`
 #   scripts/test.sh --slow     the slow system tier: real kill -9 of CLI processes, a standalone Spark
 #                              cluster, `serve` with three runners, the PostgreSQL metastore, dbt itself
 #   scripts/test.sh --all      both tiers in one pytest run
