@@ -60,12 +60,12 @@ class DeltaWorld(World):
 
     def flush(self) -> None:
         for table in sorted(self.dirty & set(DELTA_TABLES)):
-            name, rows = f"{self.db}.{table}", self.rows[table]
+            name = f"{self.db}.{table}"
             if not self.spark.catalog.tableExists(name):
                 self._create(name, table)
             else:
                 self._merge(name, table)
-            self.flushed[table] = dict(rows)
+            self.flushed[table] = dict(self.rows[table])
         self.dirty -= set(DELTA_TABLES)
         super().flush()
 
@@ -89,11 +89,10 @@ class DeltaWorld(World):
         rows_frame(self.spark, put + gone, f"{SCHEMAS[table]}, _gone BOOLEAN").createOrReplaceTempView(view)
         on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
         assign = ", ".join(f"t.{c} = s.{c}" for c in columns)
-        listed = ", ".join(columns)
+        values = ", ".join(f"s.{c}" for c in columns)
         self.spark.sql(f"MERGE INTO {name} AS t USING {view} AS s ON {on} "
                        f"WHEN MATCHED AND s._gone THEN DELETE WHEN MATCHED THEN UPDATE SET {assign} "
-                       f"WHEN NOT MATCHED AND NOT s._gone THEN INSERT ({listed}) VALUES "
-                       f"({', '.join('s.' + c for c in columns)})")
+                       f"WHEN NOT MATCHED AND NOT s._gone THEN INSERT ({', '.join(columns)}) VALUES ({values})")
         self.spark.catalog.dropTempView(view)
 
     def short(self, outcome) -> dict[str, int]:
