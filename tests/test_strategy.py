@@ -165,6 +165,47 @@ def test_the_seconds_spent_finding_the_changed_keys_are_not_weighed_against_the_
     assert simulate(phases=False) == ("iiiiffiffiff", 123.0)  # builds after the changed keys were paid for
 
 
+def _small_mv(probe: float, finding: float, build: float, write: float, batches: int = 30) -> tuple[str, float]:
+    """``auto`` on an MV of 182 rows whose batches affect 37 keys (a fifth: a wide change) through the
+    refresh's three decision points, each batch recorded as the step log records it (a build's
+    seconds from its decision on, ``costs.runs``): the probe, finding the keys, the build and the
+    write by key cost what is given (±5%). Returns the choices (``e``: a build before any key
+    query, ``f``: a build once the keys were found, ``c``: by key) and the seconds of all batches."""
+    rows, keys, history, chosen, total = 182, 37, [Run(FULL, build, 182, 182)], "", 0.0
+    for batch in range(batches):
+        noise = 1 + 0.05 * (batch % 3)
+        decision = before_changes(MvKind(), rows, history)
+        if decision.strategy == FULL:
+            chosen, took = chosen + "e", (probe + build) * noise
+            history.insert(0, Run(FULL, build * noise, rows, rows))
+        else:
+            decision = before_keys(MvKind(), {"main": 20}, ["main"], rows, history, spent=probe)
+            assert decision.strategy is None  # 20 changed main keys: not clearly wide
+            decision = after_keys(MvKind(), keys, rows, history, spent=probe + finding)
+            chosen += "f" if decision.strategy == FULL else decision.strategy[0]
+            took = (probe + finding + (build if decision.strategy == FULL else write)) * noise
+            history.insert(0, Run(FULL, build * noise, rows, rows, finding=finding * noise, affected=keys)
+                           if decision.strategy == FULL else
+                           Run(decision.strategy, took, keys, rows, decision.chunks, after_keys=write * noise,
+                               finding=finding * noise))
+        total += took
+    return chosen, round(total, 1)
+
+
+def test_a_small_mv_whose_keys_cost_more_than_its_build_learns_to_build_before_the_key_queries():
+    """The demo at scale 0.02: finding the keys took 5 s of the probe's 3.7 s, a build 5.9 s; every
+    batch found its keys and then built (2x a build), because with no batch by key measured a key
+    cost 5 rows of a build and by key was never measured. Now the keys found are not weighed
+    against the build: the first batches go by key, measure its write, and the batches after them
+    build before any key query, finding the keys again every tenth batch."""
+    chosen, total = _small_mv(probe=3.7, finding=5.0, build=5.9, write=3.0)
+    assert chosen[:12] == "cc" + "e" * 10 and chosen.count("c") == 4, chosen
+    always_built = 30 * (3.7 + 5.9) * 1.05
+    assert total <= 1.15 * always_built, (total, always_built)
+    # by key cheaper than the build, even with its keys to find: it stays by key
+    assert _small_mv(probe=0.5, finding=1.0, build=9.0, write=1.0)[0] == "c" * 30
+
+
 def test_the_probes_count_of_changed_main_keys_decides_before_the_key_queries():
     decision = before_changes(MvKind(), 100_000, HISTORY, probed_main_keys=95_000)
     assert decision.strategy == FULL and decision.keys == 95_000 and "changed main keys" in decision.reason

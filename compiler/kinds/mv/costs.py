@@ -31,6 +31,10 @@ Where the step log keeps a batch's phases (``compiler.phases.PhaseClock``), two 
 key are fitted apart: its write once its affected keys were found (``Run.after_keys``), by the keys
 it writes, and its affected keys' query (``Run.keys_query``), by the changed keys it reads. The
 decisions weigh what is left of a batch with them, the seconds already spent being spent either way.
+A build is counted from its decision on (``_build_seconds``: a batch that found its keys and then
+built spent the finding either way). What recent batches spent finding their keys, by key or
+before they switched to a build (``Run.finding``), and how many they found, are ``robust``: with
+the write's fit they say what a batch by key costs at least (``CostModel.by_key_floor``).
 """
 
 from __future__ import annotations
@@ -64,6 +68,10 @@ class Run:
     #: found (None: not recorded)
     changed: int | None = None
     keys_query: float | None = None
+    #: seconds from its probe to its affected keys found (None: it did not find them), and for a
+    #: build that switched once they were found, how many it found
+    finding: float | None = None
+    affected: int | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,12 @@ class CostModel:
     #: reads (None: no recorded batch says)
     query_fixed: float | None = None
     per_changed: float | None = None
+    #: what recent batches spent finding their changed and affected keys, and how many affected keys
+    #: they found (``robust``; None: fewer than two batches found them), and how many batches went
+    #: by since the newest of them
+    finding: float | None = None
+    found_keys: int | None = None
+    since_found: int = 0
 
     def incremental(self, keys: int, found: bool = False) -> float | None:
         """A batch by key of ``keys`` keys; ``found``: only what is left once they are found."""
@@ -111,6 +125,14 @@ class CostModel:
             return None
         return self.query_fixed + self.per_changed * changed + write
 
+    def by_key_floor(self, keys: int) -> float | None:
+        """What a batch by key of about ``keys`` keys costs at least after its probe: finding its keys,
+        as recent batches did, and their write (0 while no write is recorded). None: not known."""
+        if self.finding is None:
+            return None
+        write = self.incremental(keys, found=True)
+        return self.finding + (write if write is not None else 0.0)
+
     def full(self, rows: int) -> float | None:
         if self.build_fixed is None or self.per_row is None:
             return None
@@ -126,23 +148,39 @@ def runs(steps: Sequence[StepLogRow]) -> list[Run]:
     ...                  detail={"keys": 607, "rows": 100_000, "chunks": 1, "changed": 700,
     ...                          "phases": {"mv:changed-keys": 0.9, "mv:affected-keys": 1.2}})
     >>> runs([row, StepLogRow("wide", row.ts, 3)])
-    [Run(strategy='incremental', seconds=1.9, keys=607, rows=100000, chunks=1, after_keys=0.7, changed=700, keys_query=0.3)]
+    [Run(strategy='incremental', seconds=1.9, keys=607, rows=100000, chunks=1, after_keys=0.7, changed=700, keys_query=0.3, finding=None, affected=None)]
     """
     found = []
     for step in steps:
         keys, rows = step.detail.get("keys"), step.detail.get("rows")
         if step.strategy == COMPACTION and isinstance(rows, int) and rows > 0 and step.seconds > 0:
             found.append(Run(COMPACTION, step.seconds, 0, rows))
-        elif step.strategy == FULL and isinstance(keys, int) and isinstance(rows, int) and keys > 0 and step.seconds > 0:
-            found.append(Run(FULL, step.seconds, keys, rows))
         elif step.strategy and isinstance(keys, int) and isinstance(rows, int) and keys > 0 and step.seconds > 0:
             phases = step.detail.get("phases") or {}
+            finding = _span(phases.get("mv:probed"), phases.get("mv:affected-keys"))
+            if step.strategy == FULL:
+                affected = step.detail.get("affected")
+                found.append(Run(FULL, _build_seconds(step.seconds, phases), keys, rows, finding=finding,
+                                 affected=affected if isinstance(affected, int) and finding is not None else None))
+                continue
             changed = step.detail.get("changed")
             found.append(Run(step.strategy, step.seconds, keys, rows, int(step.detail.get("chunks") or 1),
                              _span(phases.get("mv:affected-keys"), step.seconds),
                              changed if isinstance(changed, int) and changed > 0 else None,
-                             _span(phases.get("mv:changed-keys"), phases.get("mv:affected-keys"))))
+                             _span(phases.get("mv:changed-keys"), phases.get("mv:affected-keys")), finding))
     return found
+
+
+def _build_seconds(seconds: float, phases: dict) -> float:
+    """A build's seconds from its decision on: a batch that found its keys before it switched to a
+    build spent that time either way (counted in, the build of 182 rows that followed 8.7 s of
+    probe and key queries was recorded at 14.6 s, twice the 6.9 s of the build before it).
+
+    >>> _build_seconds(14.6, {"mv:probed": 3.7, "mv:affected-keys": 8.7, "mv:fanout-guard": 8.7}), _build_seconds(6.9, {})
+    (5.9, 6.9)
+    """
+    span = _span(phases.get("mv:fanout-guard", phases.get("mv:probed")), seconds)
+    return span if span else seconds
 
 
 def _span(start: object, end: object) -> float | None:
@@ -208,8 +246,24 @@ def cost_model(history: Sequence[Run], fanout_threshold: float = 0.2, compacted_
     queried = [(r.changed, r.keys_query) for r in history
                if r.strategy in (INCREMENTAL, CHUNKED) and r.changed and r.keys_query is not None][:HISTORY]
     query_fixed, per_changed = _fit(queried, prior_slope=None) if queried else (None, None)
+    batches = [r for r in history if r.strategy != COMPACTION]
+    searched = [r for r in batches if r.finding is not None and (r.strategy != FULL or r.affected is not None)][:HISTORY]
+    enough = len(searched) >= 2
     return CostModel(refresh_fixed, per_key, build_fixed, per_row, refresh_from, build_from, len(keyed), compaction,
-                     write_fixed, write_per_key, query_fixed, per_changed)
+                     write_fixed, write_per_key, query_fixed, per_changed,
+                     robust([r.finding for r in searched]) if enough else None,
+                     round(robust([r.affected if r.strategy == FULL else r.keys for r in searched])) if enough else None,
+                     batches.index(searched[0]) if searched else len(batches))
+
+
+def robust(values: Sequence[float]) -> float:
+    """Of a few measurements, the least (a loaded machine only makes a batch slower); of three or
+    more, the median.
+
+    >>> robust([9.0, 5.0]), robust([9.0, 5.0, 6.0, 30.0])
+    (5.0, 7.5)
+    """
+    return min(values) if len(values) < 3 else _median(values)
 
 
 def _fixed_for(points: list[tuple[float, float]], slope: float) -> float:

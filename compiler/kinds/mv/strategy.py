@@ -10,13 +10,16 @@ The estimates are the cost model's (``compiler.kinds.mv.costs``), fitted to the 
 Three decision points per batch, each cheaper to reach than the next: ``before_changes`` (the
 probe saw changes; a model whose refresh by key costs more than a full build even for one key,
 a small MV, builds without finding any key, and so does one whose main input's changed keys,
-counted by the probe, already cost more by key than a full build), ``before_keys`` (the
+counted by the probe, already cost more by key than a full build, and one where finding the keys
+and writing as many as recent batches found costs more than the build: ``CostModel.by_key_floor``,
+the keys found again after ``EXPLORE_AFTER`` batches without), ``before_keys`` (the
 changed-key counts are known: a change clearly wider than a full build's break-even goes straight
 to a full build, without finding the affected keys) and ``after_keys`` (the affected keys are
 known: the old fan-out guard, now cost-based). At the last two, what the batch has spent is spent
 either way: what is left of it by key is weighed against a build, from the phases the step log
 keeps (the affected keys' query by the changed keys it reads, ``Run.keys_query``; the write by the
-keys it writes, ``Run.after_keys``). A batch the estimates give to a full build still goes by key while by key is
+keys it writes, ``Run.after_keys``), or, where no batch recorded them, a whole batch by key, which
+costs at least what is spent. A batch the estimates give to a full build still goes by key while by key is
 measured too few times, or has not been measured for a while (``explore_by_key``): full builds are
 measured whenever chosen, by key only when chosen, so without it one slow batch by key would keep
 the MV on full builds for good. ``not_due_until`` is ``min_interval``.
@@ -114,7 +117,11 @@ def before_changes(kind: MvKind, rows: int, history: Sequence[Run], probed_main_
     Its refresh estimate then stays as last measured until the MV grows past the break-even.
     ``probed_main_keys``, the changed keys the probe counted in a main input kept by ``position``,
     is a lower bound of the affected keys: ``before_keys`` decides on it before any key query (at
-    10M rows with 10% changed, finding the changed keys first cost 25 s of a 58 s build).
+    10M rows with 10% changed, finding the changed keys first cost 25 s of a 58 s build). Where two
+    recent batches or more found their keys, a batch by key costs at least what they spent finding
+    them and the write of as many keys (``CostModel.by_key_floor``): more than a build, it builds
+    (the demo at 182 rows: finding 5 s and writing 3 s against a 5.9 s build), until
+    ``EXPLORE_AFTER`` batches went by without finding them.
 
     >>> runs = [Run("full", 3.0, 10_000, 10_000), Run("incremental", 5.0, 20, 10_000), Run("incremental", 6.0, 200, 10_000),
     ...         Run("incremental", 5.5, 100, 10_000)]
@@ -142,6 +149,11 @@ def before_changes(kind: MvKind, rows: int, history: Sequence[Run], probed_main_
             and not explore_by_key(history)):
         return Decision(FULL, f"a refresh by key costs more than a full build of {rows:,} rows", None, rows,
                         {FULL: full, INCREMENTAL: one})
+    keys = max(model.found_keys or 0, probed_main_keys)
+    floor = model.by_key_floor(keys)
+    if kind.strategy == "auto" and full is not None and floor is not None and floor >= full and model.since_found < EXPLORE_AFTER:
+        return Decision(FULL, f"finding the keys and writing them costs more than a full build of {rows:,} rows "
+                              f"(as recent batches did: {keys:,} keys)", None, rows, {FULL: full, INCREMENTAL: floor})
     if probed_main_keys:
         return before_keys(kind, {"main": probed_main_keys}, ["main"], rows, history)
     return Decision(None, "decided on the changed keys")
@@ -193,9 +205,11 @@ def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run], s
     ``auto`` takes the cheaper estimate of a full build and a refresh by key; by key, a wide
     change (more than ``fanout_threshold`` of the rows, or more than ``chunk_keys`` keys) goes in
     resumable chunks. With no full build recorded, the fan-out guard alone decides. The seconds
-    spent finding the keys are spent whichever way the batch goes: where recorded batches say what
-    their write cost (``Run.after_keys``), by key is estimated as ``spent`` plus that write, and a
-    build as ``spent`` plus a build; without them, as whole batches.
+    spent finding the keys are spent whichever way the batch goes: a build is ``spent`` plus a
+    build, and where recorded batches say what their write cost (``Run.after_keys``), by key is
+    ``spent`` plus that write; without them, a whole batch by key, at least ``spent`` (the demo at
+    182 rows, one build recorded: 8.7 s spent finding 37 keys, est. 6.7 s for a whole batch by key by
+    the prior, so by key, which measures its write, against 8.7 + 5.9 s switched to a build).
 
     >>> runs = [Run("full", 8.7, 100_000, 100_000), Run("incremental", 1.9, 607, 100_000),
     ...         Run("incremental", 2.5, 5_000, 100_000)]
@@ -222,9 +236,8 @@ def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run], s
     """
     model = _model(kind, history, rows)
     found = spent > 0 and model.write_per_key is not None
-    spent = spent if found else 0.0
     chunks = chunk_count(affected, kind.chunk_keys)
-    full, one = _plus(spent, model.full(rows)), _plus(spent, model.incremental(affected, found))
+    full, one = _plus(spent, model.full(rows)), _at_least(spent, model.incremental(affected, found), found)
     estimates = {INCREMENTAL: one, FULL: full}
     wide = affected > kind.fanout_threshold * max(rows, 1)
     share = f"{affected / max(rows, 1):.0%} of the rows"
@@ -232,7 +245,7 @@ def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run], s
     def decided(strategy: str, reason: str) -> Decision:
         n = chunks if strategy == CHUNKED else 1
         if strategy == CHUNKED:
-            estimates[CHUNKED] = _plus(spent, model.chunked(affected, n, found))
+            estimates[CHUNKED] = _at_least(spent, model.chunked(affected, n, found), found)
         return Decision(strategy, reason, affected, rows, {strategy: estimates.pop(strategy, None), **estimates}, n)
 
     if kind.strategy != "auto":
@@ -243,7 +256,7 @@ def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run], s
                                  f"{kind.fanout_threshold:g} × {rows:,} rows")
         return decided(INCREMENTAL, f"by key ({model.build_from}: no full build estimate)")
     in_chunks = wide or affected > kind.chunk_keys
-    keyed = _plus(spent, model.chunked(affected, chunks, found)) if in_chunks else one
+    keyed = _at_least(spent, model.chunked(affected, chunks, found), found) if in_chunks else one
     if keyed is not None and full < keyed:
         exploring = explore_by_key(history)
         if exploring and not in_chunks and keyed <= EXPLORE_RATIO * full:
@@ -368,3 +381,9 @@ def explain_lines(kind: MvKind, history: Sequence[Run], rows: int | None) -> lis
 
 def _plus(spent: float, estimate: float | None) -> float | None:
     return None if estimate is None else spent + estimate
+
+
+def _at_least(spent: float, estimate: float | None, left: bool) -> float | None:
+    """A batch by key ``spent`` seconds in: ``spent`` plus the ``estimate`` of what is ``left``, or
+    the estimate of a whole batch, which costs at least what is spent."""
+    return _plus(spent, estimate) if left else None if estimate is None else max(spent, estimate)
