@@ -10,7 +10,9 @@ The next run compares them first: all as recorded, the model is up to date and i
 without Spark. It is built as before when something cannot be watched (a table outside this
 machine's file system, a source that is a view of another tool), when its SELECT depends on the
 clock or on chance (``current_date()``, ``rand()`` …: ``volatile``), when it has hooks, with
-``--full-refresh``, and with ``run --no-file-check``.
+``--full-refresh``, and with ``run --no-file-check``. dbt's ``incremental`` models are not
+skipped: a later run's SELECT reads the model's own table, and running it with no input moved is
+not a no-op in general (an ``append`` without an ``is_incremental()`` filter appends again).
 
     >>> import sqlglot
     >>> volatile(sqlglot.parse_one("select id, current_date() as d from t")), volatile(sqlglot.parse_one("select 1"))
