@@ -354,6 +354,9 @@ def explain_lines(kind: MvKind, history: Sequence[Run], rows: int | None) -> lis
     >>> timed = Run("incremental", 1.9, 607, 100_000, after_keys=0.6, changed=700, keys_query=0.3)
     >>> print(explain_lines(MvKind(), [timed], 100_000)[1])
       cost model: by key 0 s + 3.13 ms/key (1 refresh: its affected keys' query 0 s + 0.429 ms/changed key, its write 0 s + 0.988 ms/key); full build: no full build recorded
+    >>> small = [Run(FULL, 5.9, 182, 182, finding=5.0, affected=37), Run(INCREMENTAL, 11.7, 37, 182, after_keys=3.0, finding=5.2)]
+    >>> print(explain_lines(MvKind(), small, 182)[-1])
+      finding the keys: 5.0 s as recent batches did (37 keys); by key with their write at least 8.0 s: more than a build, so batches build before any key query, for 10 more
     """
     lines = [f"  strategy: {kind.strategy} (fanout_threshold {kind.fanout_threshold:g}, chunk_keys {kind.chunk_keys:,}, "
              f"min_interval {duration_words(kind.min_interval_seconds)}, compact_below_rows {kind.compact_below_rows:,})"]
@@ -376,6 +379,14 @@ def explain_lines(kind: MvKind, history: Sequence[Run], rows: int | None) -> lis
     if full is not None and m.per_key and m.refresh_fixed is not None:
         even = max(0, int((full - m.refresh_fixed - m.compaction) / m.per_key))
         lines.append(f"  now: a full build of {rows:,} rows est. {seconds_words(full)}; by key is cheaper below {even:,} affected keys")
+    floor = m.by_key_floor(m.found_keys or 0)
+    if floor is not None and m.finding is not None:
+        line = (f"  finding the keys: {seconds_words(m.finding)} as recent batches did ({m.found_keys:,} keys); "
+                f"by key with their write at least {seconds_words(floor)}")
+        if full is not None and floor >= full:
+            line += (f": more than a build, so batches build before any key query, for {EXPLORE_AFTER - m.since_found} more"
+                     if m.since_found < EXPLORE_AFTER else ": more than a build; the next batch finds its keys again")
+        lines.append(line)
     return lines
 
 
