@@ -150,6 +150,13 @@ def test_min_interval_is_answered_without_spark_and_runs_report_the_strategy(spa
     world.check()
     step = world.store.steps("wide", 1)[0]
     assert step.strategy == result.strategy and step.seconds > 0 and step.detail["rows"] > 0
+    # the cost model reads what finding the keys cost (by key, or before switching to a build) and a build from its decision on
+    batch, phases = runs([step])[0], step.detail["phases"]
+    found = "mv:affected-keys" in phases  # else built on the changed keys' count
+    assert batch.finding == (round(phases["mv:affected-keys"] - phases["mv:probed"], 3) if found else None), (batch, phases)
+    if batch.strategy == FULL:
+        assert batch.seconds < step.seconds - phases["mv:probed"] and batch.affected == step.detail.get("affected"), batch
+        assert ("affected" in step.detail) == found, step.detail
     lines = strategy_lines(StateSettings(path=tmp_path / "state.sqlite"), "wide", world.manifest.models["wide"].kind)
     assert lines[0].startswith("  strategy: auto (") and "min_interval 10m" in lines[0]
     assert lines[1].startswith("  cost model: by key") and " build" in lines[1]  # 1 or 2: auto may rebuild a tiny MV

@@ -572,7 +572,7 @@ class _Refresh:
         detail = {"keys": keys, "rows": state.base_rows, **({"groups": state.groups} if state.groups is not None else {}),
                   "chunks": decision.chunks if decision else 1, **({"redo": True} if self.inputs.redo else {}),
                   **({"changed": sum(changed.values())} if any(changed.values()) else {}),
-                  **({"affected": decision.keys} if decision and decision.strategy == FULL and decision.keys is not None else {}),
+                  **({"affected": decision.keys} if decision and decision.strategy == FULL and "mv:affected-keys" in self.phase.reached else {}),
                   **({"estimates": decision.to_dict()["estimates"], "reason": decision.reason} if decision else {}),
                   "phases": dict(self.phase.reached)}
         self._log_step(batch, now, affected, self.phase.origin, decision.strategy or "" if decision else "", detail)

@@ -164,9 +164,10 @@ def before_keys(kind: MvKind, changed: Mapping[str, int], main_inputs: Sequence[
     """The second decision point: the changed keys per input are known, the affected MV keys not
     yet, ``spent`` seconds into the batch. Every changed key of a main input is an affected key, so
     their count is a lower bound: when even that many keys cost more by key than a full build,
-    build at once. As at ``after_keys``, the seconds spent are spent either way: where recorded
-    batches say what their affected keys' query cost per changed key it reads (``Run.keys_query``)
-    and what their write cost, by key is ``spent`` plus both, a build ``spent`` plus a build.
+    build at once. As at ``after_keys``, the seconds spent are spent either way: a build is
+    ``spent`` plus a build; where recorded batches say what their affected keys' query cost per
+    changed key it reads (``Run.keys_query``) and what their write cost, by key is ``spent`` plus
+    both, else a whole batch by key, at least ``spent``.
 
     >>> runs = [Run("full", 8.7, 100_000, 100_000), Run("incremental", 1.9, 607, 100_000),
     ...         Run("incremental", 2.5, 5_000, 100_000)]
@@ -186,8 +187,8 @@ def before_keys(kind: MvKind, changed: Mapping[str, int], main_inputs: Sequence[
         return Decision(None, f"config(strategy={kind.strategy!r}): decided on the affected keys")
     model = _model(kind, history, rows)
     left = model.after_changes(sum(changed.values()), lower) if spent > 0 else None
-    spent = spent if left is not None else 0.0
-    full, keyed = _plus(spent, model.full(rows)), _plus(spent, left if left is not None else model.incremental(lower))
+    full = _plus(spent, model.full(rows))
+    keyed = _at_least(spent, left if left is not None else model.incremental(lower), left is not None)
     estimates = {INCREMENTAL: keyed, FULL: full}
     narrow = lower <= kind.fanout_threshold * max(rows, 1)
     if full is not None and keyed is not None and full < keyed and not (narrow and explore_by_key(history)):
