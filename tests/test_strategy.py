@@ -295,3 +295,35 @@ def test_step_log_keeps_strategy_and_detail_and_old_stores_migrate(tmp_path):
     assert (old.strategy, old.detail) == ("", {})
     assert (newest.strategy, newest.detail["keys"]) == (INCREMENTAL, 607)
     assert runs([newest, old]) == [Run(INCREMENTAL, 1.9, 607, 100_000)]
+
+
+def test_plan_says_when_the_next_batch_builds_before_any_key_query(make_project, tmp_path):
+    """``mvflow plan`` (no Spark) answers with the run's first decision: a small MV whose recent
+    batches spent more finding their keys and writing them than a build costs is built."""
+    from compiler.kinds.mv.refresh import next_run
+    from compiler.kinds.mv.storage import MvState
+    from compiler.project import StateSettings
+    from compiler.state import open_state_store
+
+    columns = "[{name: id, type: bigint}, {name: ts, type: timestamp}, {name: v, type: string}]"
+    project = make_project({
+        "lineage/s.yml": f"sources:\n  - {{name: o, database: d, primary_key: [id], position: [ts], columns: {columns}}}\n",
+        "models/m.sql": "{{ config(materialized='mv') }}\nselect o.id, o.v from {{ source('d', 'o') }} o",
+    })
+    manifest = compile_project(load_project(project))
+    store = open_state_store(StateSettings(path=tmp_path / "state.sqlite"))
+    lease = store.acquire("m", "host:1", 60, T0)
+    store.commit(lease, (3,), 182, MvState(base_rows=182).dump(), T0)
+    store.release(lease)
+    model = manifest.models["m"]
+    store.log_step(StepLogRow("m", T0, 182, next=(1,), seconds=6.9, strategy=FULL,
+                              detail={"keys": 182, "rows": 182, "phases": {"mv:probed": 0.3}}))
+    assert next_run(manifest, model, store, T0)[0] == "refresh"  # a build measured, no key found yet
+    found = {"mv:probed": 3.7, "mv:changed-keys": 6.8, "mv:affected-keys": 8.7}
+    store.log_step(StepLogRow("m", T0, 37, next=(2,), seconds=11.7, strategy=INCREMENTAL,
+                              detail={"keys": 37, "rows": 182, "changed": 20, "phases": found}))
+    store.log_step(StepLogRow("m", T0, 182, next=(3,), seconds=14.6, strategy=FULL,
+                              detail={"keys": 182, "rows": 182, "affected": 37, "phases": {**found, "mv:fanout-guard": 8.7}}))
+    what, why = next_run(manifest, model, store, T0)
+    assert what == "build" and why.startswith("an input moved; finding the keys and writing them costs more than a full build"), why
+    assert "(as recent batches did: 37 keys)" in why and "full build: est. " in why, why
