@@ -198,7 +198,7 @@ def next_run(manifest: "Manifest", model: "Model", store: StateStore, now: datet
         return "build", "its table is missing (dropped outside mvflow?): built again"
     early = strategy.before_changes(_kind(model.kind), MvState.parse(offset.state).base_rows if offset.state else 0,
                                     history(store, plan.topic()))
-    if early.strategy == FULL:  # decided before the probe, as the run will (``MvRefresh._early_build``)
+    if early.strategy == FULL:  # decided before the probe, as the run will (``_Refresh._early_build``)
         return "build", f"an input moved; {early.reason}: {early.words()}"
     return "refresh", "an input moved: the affected keys (the strategy is chosen at run time)"
 

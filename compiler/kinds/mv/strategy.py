@@ -40,7 +40,8 @@ from .costs import CHUNKED, COMPACTION, FULL, INCREMENTAL, CostModel, Run, cost_
 # row, if by key is estimated at most EXPLORE_RATIO × the build and the change is not wide. Full
 # builds are measured every time they are chosen; by key is not, so one slow batch by key (a
 # loaded machine: est. 308 s against a 78 s build, for a batch that took 30 s) kept every later
-# batch a full build.
+# batch a full build. A batch that builds before any key query because finding the keys costs more
+# (``before_changes``) finds them again after EXPLORE_AFTER batches without, measuring that again.
 MEASURED, EXPLORE_AFTER, EXPLORE_RATIO = 3, 10, 8.0
 MAX_CHUNKS = 64
 
