@@ -282,16 +282,18 @@ def cost_lines(steps: Sequence[StepLogRow], last: int = 10) -> list[str]:
     ...                     detail={"keys": 607, "rows": 100_000, "estimates": {"incremental": 1.9, "full": 8.7},
     ...                             "reason": "by key is estimated cheaper than a full build",
     ...                             "phases": {"mv:probed": 0.4, "mv:changed-keys": 0.9, "mv:committed": 2.3}}),
-    ...          StepLogRow("wide", at, 100_000, next=(6,), seconds=8.7, strategy="full",
-    ...                     detail={"keys": 100_000, "rows": 100_000, "reason": "first run"})]
+    ...          StepLogRow("wide", at, 100_000, next=(6,), seconds=9.6, strategy="full",
+    ...                     detail={"keys": 100_000, "rows": 100_000, "affected": 30_000, "reason": "cheaper",
+    ...                             "phases": {"mv:probed": 0.4, "mv:affected-keys": 1.3, "mv:fanout-guard": 1.3}})]
     >>> print("\\n".join(cost_lines(steps)))
       cost model inputs (newest first; the last 10 of each kind):
         incremental      607 keys of 100,000 rows   2.3 s    3.79 ms/key
-        full                         100,000 rows   8.7 s   0.087 ms/row
+        full                         100,000 rows   8.3 s   0.083 ms/row  after finding 30,000 keys in 0.9 s
       last decisions (newest first): estimated vs actual
         2026-11-29 10:22:05 UTC  batch 7  incremental  est. 1.9 s  actual 2.3 s (1.21x)  by key is estimated cheaper than a full build
           phases: probed 0.4 s, changed-keys 0.5 s, committed 1.4 s
-        2026-11-29 10:22:05 UTC  batch 6  full  est. ?  actual 8.7 s  first run
+        2026-11-29 10:22:05 UTC  batch 6  full  est. ?  actual 9.6 s  cheaper
+          phases: probed 0.4 s, affected-keys 0.9 s, fanout-guard 0 s
     """
     found = runs(steps)
     if not found:
@@ -306,7 +308,11 @@ def cost_lines(steps: Sequence[StepLogRow], last: int = 10) -> list[str]:
         by_row = kind != "keyed"
         size = f"{run.rows:,} rows" if by_row else f"{run.keys:,} keys of {run.rows:,} rows"
         rate = rate_words(run.seconds / max(run.rows if by_row else run.keys, 1), "row" if by_row else "key")
-        lines.append(f"    {run.strategy:<12} {size:>28} {seconds_words(run.seconds):>7} {rate:>14}")
+        found_keys = ""
+        if run.finding is not None:  # a build's seconds count from its decision: after its keys, if it found them
+            found_keys = (f"  after finding {run.affected:,} keys in {seconds_words(run.finding)}" if kind == FULL
+                          else f"  finding its keys {seconds_words(run.finding)}")
+        lines.append(f"    {run.strategy:<12} {size:>28} {seconds_words(run.seconds):>7} {rate:>14}{found_keys}")
     lines.append("  last decisions (newest first): estimated vs actual")
     for step in [s for s in steps if s.strategy and s.strategy != COMPACTION][:last]:
         estimate = (step.detail.get("estimates") or {}).get(step.strategy)
