@@ -149,6 +149,10 @@ def runs(steps: Sequence[StepLogRow]) -> list[Run]:
     ...                          "phases": {"mv:changed-keys": 0.9, "mv:affected-keys": 1.2}})
     >>> runs([row, StepLogRow("wide", row.ts, 3)])
     [Run(strategy='incremental', seconds=1.9, keys=607, rows=100000, chunks=1, after_keys=0.7, changed=700, keys_query=0.3, finding=None, affected=None)]
+    >>> switched = {"keys": 182, "rows": 182, "phases": {"mv:probed": 3.7, "mv:affected-keys": 8.7, "mv:fanout-guard": 8.7}}
+    >>> [(r.seconds, r.finding, r.affected) for r in runs([StepLogRow("wide", row.ts, 182, seconds=14.6, strategy="full",
+    ...                                                                  detail=d) for d in ({**switched, "affected": 37}, switched)])]
+    [(5.9, 5.0, 37), (5.9, None, None)]
     """
     found = []
     for step in steps:
@@ -158,10 +162,11 @@ def runs(steps: Sequence[StepLogRow]) -> list[Run]:
         elif step.strategy and isinstance(keys, int) and isinstance(rows, int) and keys > 0 and step.seconds > 0:
             phases = step.detail.get("phases") or {}
             finding = _span(phases.get("mv:probed"), phases.get("mv:affected-keys"))
-            if step.strategy == FULL:
+            if step.strategy == FULL:  # what finding its keys took, with how many (a step log of before: neither)
                 affected = step.detail.get("affected")
-                found.append(Run(FULL, _build_seconds(step.seconds, phases), keys, rows, finding=finding,
-                                 affected=affected if isinstance(affected, int) and finding is not None else None))
+                known = isinstance(affected, int) and finding is not None
+                found.append(Run(FULL, _build_seconds(step.seconds, phases), keys, rows,
+                                 finding=finding if known else None, affected=affected if known else None))
                 continue
             changed = step.detail.get("changed")
             found.append(Run(step.strategy, step.seconds, keys, rows, int(step.detail.get("chunks") or 1),
@@ -247,7 +252,7 @@ def cost_model(history: Sequence[Run], fanout_threshold: float = 0.2, compacted_
                if r.strategy in (INCREMENTAL, CHUNKED) and r.changed and r.keys_query is not None][:HISTORY]
     query_fixed, per_changed = _fit(queried, prior_slope=None) if queried else (None, None)
     batches = [r for r in history if r.strategy != COMPACTION]
-    searched = [r for r in batches if r.finding is not None and (r.strategy != FULL or r.affected is not None)][:HISTORY]
+    searched = [r for r in batches if r.finding is not None][:HISTORY]
     enough = len(searched) >= 2
     return CostModel(refresh_fixed, per_key, build_fixed, per_row, refresh_from, build_from, len(keyed), compaction,
                      write_fixed, write_per_key, query_fixed, per_changed,
