@@ -528,7 +528,7 @@ def explain(obj: _Context, model, costs, target) -> None:
         raise CompileError(Problem(f"'{model}' is a {found.kind.name} model: explain shows what mvflow derives for an mv",
                                    found.path, 1, hint=mvs, code="not-an-mv"))
     plan = mv_plan(found, manifest)
-    click.echo(describe(plan, strategy_lines(manifest.project.target(target).state, plan.topic(), found.kind, costs)), nl=False)
+    click.echo(describe(plan, strategy_lines(manifest.project.target(target).state, plan, found.kind, costs)), nl=False)
 
 
 @cli.command()

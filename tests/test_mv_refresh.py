@@ -213,6 +213,7 @@ def test_a_small_mv_is_compacted_after_every_batch_and_its_cost_is_counted(spark
     followed by a compaction, so readers read a plain table: the parquet view reads the new base
     alone, the Delta table is one file, built without the deletion-vectors feature. The compaction is logged as a step
     of its own (the batch's range, its seconds), the cost model adds it to a batch by key."""
+    from compiler.kinds.mv.analyze import mv_plan
     from compiler.kinds.mv.refresh import strategy_lines
     from compiler.kinds.mv.costs import COMPACTION
     from compiler.project import StateSettings
@@ -235,12 +236,11 @@ def test_a_small_mv_is_compacted_after_every_batch_and_its_cost_is_counted(spark
         view = spark.sql(f"SHOW CREATE TABLE {w.db}.wide").first()[0]
         assert "__mvflow_base_" in view and "__mvflow_delta_" not in view, view
     else:
-        from compiler.kinds.mv.analyze import mv_plan
-
         stored = mv_plan(w.manifest.models["wide"], w.manifest).table  # beside the view: it keeps hidden keys
         detail = spark.sql(f"DESCRIBE DETAIL {stored}").first()
         assert detail["numFiles"] == 1 and "deletionVectors" not in detail["tableFeatures"], detail  # a reader's extra job
-    lines = strategy_lines(StateSettings(path=tmp_path / "state.sqlite"), "wide", w.manifest.models["wide"].kind, costs=True)
+    lines = strategy_lines(StateSettings(path=tmp_path / "state.sqlite"), mv_plan(w.manifest.models["wide"], w.manifest),
+                           w.manifest.models["wide"].kind, costs=True)
     assert any("+ its compaction" in line for line in lines), lines
     assert any(line.split()[:1] == [COMPACTION] for line in lines), lines
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from compiler.cli import main
+from compiler.kinds.mv.analyze import mv_plan
 from compiler.kinds.mv.refresh import MvState, run_mv, strategy_lines
 from compiler.kinds.mv.costs import CHUNKED, FULL, INCREMENTAL, runs
 from compiler.phases import Crash, crash_at
@@ -157,7 +158,8 @@ def test_min_interval_is_answered_without_spark_and_runs_report_the_strategy(spa
     if batch.strategy == FULL:
         assert batch.seconds < step.seconds - phases["mv:probed"] and batch.affected == step.detail.get("affected"), batch
         assert ("affected" in step.detail) == found, step.detail
-    lines = strategy_lines(StateSettings(path=tmp_path / "state.sqlite"), "wide", world.manifest.models["wide"].kind)
+    lines = strategy_lines(StateSettings(path=tmp_path / "state.sqlite"), mv_plan(world.manifest.models["wide"], world.manifest),
+                           world.manifest.models["wide"].kind)
     assert lines[0].startswith("  strategy: auto (") and "min_interval 10m" in lines[0]
     assert lines[1].startswith("  cost model: by key") and " build" in lines[1]  # 1 or 2: auto may rebuild a tiny MV
     # `mvflow explain --costs`: the batches the model read, and each decision estimated against actual

@@ -297,10 +297,9 @@ def test_step_log_keeps_strategy_and_detail_and_old_stores_migrate(tmp_path):
     assert runs([newest, old]) == [Run(INCREMENTAL, 1.9, 607, 100_000)]
 
 
-def test_plan_says_when_the_next_batch_builds_before_any_key_query(make_project, tmp_path):
-    """``mvflow plan`` (no Spark) answers with the run's first decision: a small MV whose recent
-    batches spent more finding their keys and writing them than a build costs is built."""
-    from compiler.kinds.mv.refresh import next_run
+def _small_mv_project(make_project, tmp_path, models: dict[str, str] | None = None):
+    """A project whose MV ``m`` (182 rows) built once, found 37 keys by key, then found them and
+    built: 8.4 s finding its keys against a 5.9 s build. Returns the manifest and the state store."""
     from compiler.kinds.mv.storage import MvState
     from compiler.project import StateSettings
     from compiler.state import open_state_store
@@ -309,21 +308,60 @@ def test_plan_says_when_the_next_batch_builds_before_any_key_query(make_project,
     project = make_project({
         "lineage/s.yml": f"sources:\n  - {{name: o, database: d, primary_key: [id], position: [ts], columns: {columns}}}\n",
         "models/m.sql": "{{ config(materialized='mv') }}\nselect o.id, o.v from {{ source('d', 'o') }} o",
+        **(models or {}),
     })
     manifest = compile_project(load_project(project))
     store = open_state_store(StateSettings(path=tmp_path / "state.sqlite"))
     lease = store.acquire("m", "host:1", 60, T0)
     store.commit(lease, (3,), 182, MvState(base_rows=182).dump(), T0)
     store.release(lease)
-    model = manifest.models["m"]
     store.log_step(StepLogRow("m", T0, 182, next=(1,), seconds=6.9, strategy=FULL,
                               detail={"keys": 182, "rows": 182, "phases": {"mv:probed": 0.3}}))
-    assert next_run(manifest, model, store, T0)[0] == "refresh"  # a build measured, no key found yet
+    return manifest, store
+
+
+def _found_then_built(store) -> None:
     found = {"mv:probed": 3.7, "mv:changed-keys": 6.8, "mv:affected-keys": 8.7}
     store.log_step(StepLogRow("m", T0, 37, next=(2,), seconds=11.7, strategy=INCREMENTAL,
                               detail={"keys": 37, "rows": 182, "changed": 20, "phases": found}))
     store.log_step(StepLogRow("m", T0, 182, next=(3,), seconds=14.6, strategy=FULL,
                               detail={"keys": 182, "rows": 182, "affected": 37, "phases": {**found, "mv:fanout-guard": 8.7}}))
+
+
+def test_plan_says_when_the_next_batch_builds_before_any_key_query(make_project, tmp_path):
+    """``mvflow plan`` (no Spark) answers with the run's first decision: a small MV whose recent
+    batches spent more finding their keys and writing them than a build costs is built."""
+    from compiler.kinds.mv.refresh import next_run
+
+    manifest, store = _small_mv_project(make_project, tmp_path)
+    model = manifest.models["m"]
+    assert next_run(manifest, model, store, T0)[0] == "refresh"  # a build measured, no key found yet
+    _found_then_built(store)
     what, why = next_run(manifest, model, store, T0)
     assert what == "build" and why.startswith("an input moved; finding the keys and writing them costs more than a full build"), why
     assert "(as recent batches did: 37 keys)" in why and "full build: est. " in why, why
+    assert "readers" not in why, why
+
+
+@pytest.mark.parametrize("reader_build, what", [(20.0, "refresh"), (0.5, "build")])
+def test_a_build_before_the_keys_counts_the_rebuilds_of_the_mvs_reading_it(make_project, tmp_path, reader_build, what):
+    """A build before any key query publishes no keys, so the MV reading this one rebuilds: its
+    build, by its own step log, counts on the build's side (here 5.9 s + its build against the
+    8.4 s finding the keys cost: a reader's 20 s build keeps the batch by key, one of 0.5 s not)."""
+    from compiler.kinds.mv.analyze import mv_plan
+    from compiler.kinds.mv.refresh import next_run, readers_rebuild
+    from compiler.kinds.mv.storage import MvState
+
+    manifest, store = _small_mv_project(make_project, tmp_path, {
+        "models/r.sql": "{{ config(materialized='mv') }}\nselect m.id, m.v from {{ ref('m') }} m"})
+    _found_then_built(store)
+    assert readers_rebuild(store, mv_plan(manifest.models["m"], manifest)) == 0.0  # the reader never built
+    lease = store.acquire("r", "host:1", 60, T0)
+    store.commit(lease, (1,), 182, MvState(base_rows=182).dump(), T0)
+    store.release(lease)
+    store.log_step(StepLogRow("r", T0, 182, next=(1,), seconds=reader_build, strategy=FULL, detail={"keys": 182, "rows": 182}))
+    assert readers_rebuild(store, mv_plan(manifest.models["m"], manifest)) == pytest.approx(reader_build)
+    got, why = next_run(manifest, manifest.models["m"], store, T0)
+    assert got == what, why
+    if what == "build":
+        assert f"and its readers' rebuilds ({reader_build:.1f} s)" in why, why

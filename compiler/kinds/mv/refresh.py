@@ -49,7 +49,7 @@ from ..table import SLOTS, slot_table
 from . import MvKind, strategy
 from .analyze import mv_plan
 from .change_modes import history_gone
-from .costs import COMPACTION, HISTORY, Run, cost_lines, runs
+from .costs import COMPACTION, HISTORY, Run, cost_lines, cost_model, runs
 from .decisions import new_input, rebuild_reason
 from .derive import Derived, derived
 from .input_set import InputSet
@@ -197,7 +197,7 @@ def next_run(manifest: "Manifest", model: "Model", store: StateStore, now: datet
     if watch.dropped(store, spec):
         return "build", "its table is missing (dropped outside mvflow?): built again"
     early = strategy.before_changes(_kind(model.kind), MvState.parse(offset.state).base_rows if offset.state else 0,
-                                    history(store, plan.topic()))
+                                    history(store, plan.topic()), readers=readers_rebuild(store, plan))
     if early.strategy == FULL:  # decided before the probe, as the run will (``_Refresh._early_build``)
         return "build", f"an input moved; {early.reason}: {early.words()}"
     return "refresh", "an input moved: the affected keys (the strategy is chosen at run time)"
@@ -256,18 +256,37 @@ def history(store: StateStore, topic: str) -> list[Run]:
     return runs(store.steps(topic, 4 * HISTORY))
 
 
-def strategy_lines(settings: "StateSettings", topic: str, kind: object, costs: bool = False) -> list[str]:
+def readers_rebuild(store: StateStore, plan: MvPlan) -> float:
+    """What the MVs that read this one's keys are estimated to spend rebuilding when it builds
+    before finding its keys (so publishes none): each one's build at its size, by its own recorded
+    builds (none recorded: 0, its first batch builds anyway). A serving store's full publish is not
+    counted: its step log does not time it. A GROUP BY or grain MV publishes no keys after any build
+    (``_switch_to_build``): its readers rebuild either way, so 0."""
+    if plan.grouped or plan.grain:
+        return 0.0
+    total = 0.0
+    for name in plan.consumers:
+        if ":" in name:  # a batch-scoped test (``test:``) or a serving store (``publish:``)
+            continue
+        offset = store.get(name)
+        rows = MvState.parse(offset.state).base_rows if offset is not None and offset.state else 0
+        total += cost_model(history(store, name)).full(rows) or 0.0
+    return total
+
+
+def strategy_lines(settings: "StateSettings", plan: MvPlan, kind: object, costs: bool = False) -> list[str]:
     """What ``mvflow explain`` says of the MV's strategy: its config and, when the state store
     has recorded batches, the fitted costs and today's estimates; with ``costs``, the batches the
     model read and its last decisions against what they took (no Spark; a state store that does not
     exist yet is not created)."""
-    steps, rows = [], None
+    steps, rows, readers = [], None, 0.0
     if settings.dsn or (settings.path is not None and Path(settings.path).exists()):
         store = open_state_store(settings)
-        steps = store.steps(topic, 4 * HISTORY)
-        offset = store.get(topic)
+        steps = store.steps(plan.topic(), 4 * HISTORY)
+        offset = store.get(plan.topic())
         rows = MvState.parse(offset.state).base_rows if offset is not None and offset.state else None
-    lines = strategy.explain_lines(_kind(kind), runs(steps), rows)
+        readers = readers_rebuild(store, plan)
+    lines = strategy.explain_lines(_kind(kind), runs(steps), rows, readers)
     return lines + cost_lines(steps) if costs else lines
 
 
@@ -306,6 +325,7 @@ class _Refresh:
         self.lease_seconds = LEASE_SECONDS
         self.inputs = InputSet(self.scope, store, self.leases, now, self.phase)
         self.history: list[Run] = []  # the MV's recorded batches (the cost model's input)
+        self.readers = 0.0  # what the MVs that read this one would spend rebuilding (``readers_rebuild``)
         self.decision: Decision | None = None
         self.span = 1  # batch numbers the batch takes: a chunked batch writes chunk i as batch + i
         self.affected_parts: dict[int, "DataFrame"] = {}
@@ -341,6 +361,7 @@ class _Refresh:
         self.scope.adaptive(False)  # the probe and a key-driven batch (``_build`` turns it back on)
         reason = reason or inputs.rebuild_reason()  # offsets kept by another mode: before a probe reads them
         self.history = history(self.store, self.plan.topic())
+        self.readers = readers_rebuild(self.store, self.plan)
         forced = self._early_build(state) if reason is None and not offset.in_flight else None
         pinned = inputs.pin()
         beside = pinned if reason is not None or forced is not None else frozenset()  # probed beside the build
@@ -358,7 +379,7 @@ class _Refresh:
             inputs.resume, self.span = True, int(state.chunked["chunks"])
         elif reason is None and forced is None:  # decided without any key: on the keys the probe counted
             probed = max((inputs.probe.changed_keys.get(part.main_input, 0) for part in self.plan.parts), default=0)
-            decided = strategy.before_changes(self.kind, state.base_rows, self.history, probed)
+            decided = strategy.before_changes(self.kind, state.base_rows, self.history, probed, self.readers)
             forced = decided if decided.strategy == FULL else None
         reason = forced.reason if forced is not None else reason
         self.store.set_next(self.leases[self.plan.topic()], (batch,), self.now())
@@ -382,7 +403,7 @@ class _Refresh:
         """A full build decided before the probe (``config(strategy='full')``, or a small MV whose
         refresh of one key costs more than its build: ``strategy.before_changes`` without keys), so
         that the probe of its pinned inputs can run beside the build. None: the probe decides."""
-        decided = strategy.before_changes(self.kind, state.base_rows, self.history)
+        decided = strategy.before_changes(self.kind, state.base_rows, self.history, readers=self.readers)
         return decided if decided.strategy == FULL else None
 
     # -- full build ----------------------------------------------------------------------

@@ -12,7 +12,8 @@ probe saw changes; a model whose refresh by key costs more than a full build eve
 a small MV, builds without finding any key, and so does one whose main input's changed keys,
 counted by the probe, already cost more by key than a full build, and one where finding the keys
 and writing as many as recent batches found costs more than the build: ``CostModel.by_key_floor``,
-the keys found again after ``EXPLORE_AFTER`` batches without), ``before_keys`` (the
+the keys found again after ``EXPLORE_AFTER`` batches without; a build that finds no key makes the
+MVs reading this one rebuild, so their builds count on its side), ``before_keys`` (the
 changed-key counts are known: a change clearly wider than a full build's break-even goes straight
 to a full build, without finding the affected keys) and ``after_keys`` (the affected keys are
 known: the old fan-out guard, now cost-based). At the last two, what the batch has spent is spent
@@ -109,7 +110,8 @@ def _model(kind: MvKind, history: Sequence[Run], rows: int) -> CostModel:
     return cost_model(history, kind.fanout_threshold, rows if compacts_every_batch(kind, rows) else 0)
 
 
-def before_changes(kind: MvKind, rows: int, history: Sequence[Run], probed_main_keys: int = 0) -> Decision:
+def before_changes(kind: MvKind, rows: int, history: Sequence[Run], probed_main_keys: int = 0,
+                   readers: float = 0.0) -> Decision:
     """The first decision point: no key is known yet (the refresh asks it before the probe too, with
     no ``probed_main_keys``: its first two rules need nothing the probe finds). ``config(strategy=
     'full')`` builds; ``auto`` builds when the cost model says a refresh of a single key costs more
@@ -122,7 +124,9 @@ def before_changes(kind: MvKind, rows: int, history: Sequence[Run], probed_main_
     recent batches or more found their keys, a batch by key costs at least what they spent finding
     them and the write of as many keys (``CostModel.by_key_floor``): more than a build, it builds
     (the demo at 182 rows: finding 5 s and writing 3 s against a 5.9 s build), until
-    ``EXPLORE_AFTER`` batches went by without finding them.
+    ``EXPLORE_AFTER`` batches went by without finding them. A build before its keys are found
+    publishes none, so the MVs that read this one rebuild too: ``readers``, their builds' estimated
+    seconds, count on the build's side of both rules (a switched build publishes the keys it found).
 
     >>> runs = [Run("full", 3.0, 10_000, 10_000), Run("incremental", 5.0, 20, 10_000), Run("incremental", 6.0, 200, 10_000),
     ...         Run("incremental", 5.5, 100, 10_000)]
@@ -136,6 +140,8 @@ def before_changes(kind: MvKind, rows: int, history: Sequence[Run], probed_main_
     "config(strategy='full')"
     >>> before_changes(MvKind(), 10_000, runs[:2]).strategy is None  # one refresh: its fixed cost is unknown
     True
+    >>> before_changes(MvKind(), 10_000, runs, readers=4.0).strategy is None  # with its readers' builds: 7 s
+    True
     >>> before_changes(MvKind(), 1_000_000, runs, probed_main_keys=900_000).words()
     'full build: est. 300 s vs incremental 1355 s (900,000 keys of 1,000,000 rows)'
     >>> before_changes(MvKind(), 1_000_000, runs, probed_main_keys=1_000).strategy is None
@@ -146,14 +152,16 @@ def before_changes(kind: MvKind, rows: int, history: Sequence[Run], probed_main_
     if kind.strategy == FULL:
         return Decision(FULL, "config(strategy='full')", None, rows, {FULL: full})
     one = model.incremental(1)
-    if (kind.strategy == "auto" and full is not None and one is not None and one > full and model.refreshes
+    built = None if full is None else full + readers  # what building without the keys costs, its readers' rebuilds too
+    also = f" and its readers' rebuilds ({readers:.1f} s)" if readers else ""
+    if (kind.strategy == "auto" and built is not None and one is not None and one > built and model.refreshes
             and not explore_by_key(history)):
-        return Decision(FULL, f"a refresh by key costs more than a full build of {rows:,} rows", None, rows,
+        return Decision(FULL, f"a refresh by key costs more than a full build of {rows:,} rows{also}", None, rows,
                         {FULL: full, INCREMENTAL: one})
     keys = max(model.found_keys or 0, probed_main_keys)
     floor = model.by_key_floor(keys)
-    if kind.strategy == "auto" and full is not None and floor is not None and floor >= full and model.since_found < EXPLORE_AFTER:
-        return Decision(FULL, f"finding the keys and writing them costs more than a full build of {rows:,} rows "
+    if kind.strategy == "auto" and built is not None and floor is not None and floor >= built and model.since_found < EXPLORE_AFTER:
+        return Decision(FULL, f"finding the keys and writing them costs more than a full build of {rows:,} rows{also} "
                               f"(as recent batches did: {keys:,} keys)", None, rows, {FULL: full, INCREMENTAL: floor})
     if probed_main_keys:
         return before_keys(kind, {"main": probed_main_keys}, ["main"], rows, history)
@@ -342,7 +350,7 @@ def duration_words(seconds: int) -> str:
     return f"{seconds}s"
 
 
-def explain_lines(kind: MvKind, history: Sequence[Run], rows: int | None) -> list[str]:
+def explain_lines(kind: MvKind, history: Sequence[Run], rows: int | None, readers: float = 0.0) -> list[str]:
     """What ``mvflow explain`` says of the strategy: the config, and with recorded batches the
     fitted costs and today's break-even.
 
@@ -359,6 +367,8 @@ def explain_lines(kind: MvKind, history: Sequence[Run], rows: int | None) -> lis
     >>> small = [Run(FULL, 5.9, 182, 182, finding=5.0, affected=37), Run(INCREMENTAL, 11.7, 37, 182, after_keys=3.0, finding=5.2)]
     >>> print(explain_lines(MvKind(), small, 182)[-1])
       finding the keys: 5.0 s as recent batches did (37 keys); by key with their write at least 8.0 s: more than a build, so batches build before any key query, for 10 more
+    >>> print(explain_lines(MvKind(), small, 182, readers=4.0)[-1])
+      finding the keys: 5.0 s as recent batches did (37 keys); by key with their write at least 8.0 s: less than a build and its readers' rebuilds (9.9 s), so batches find their keys
     """
     lines = [f"  strategy: {kind.strategy} (fanout_threshold {kind.fanout_threshold:g}, chunk_keys {kind.chunk_keys:,}, "
              f"min_interval {duration_words(kind.min_interval_seconds)}, compact_below_rows {kind.compact_below_rows:,})"]
@@ -385,9 +395,11 @@ def explain_lines(kind: MvKind, history: Sequence[Run], rows: int | None) -> lis
     if floor is not None and m.finding is not None:
         line = (f"  finding the keys: {seconds_words(m.finding)} as recent batches did ({m.found_keys:,} keys); "
                 f"by key with their write at least {seconds_words(floor)}")
-        if full is not None and floor >= full:
+        if full is not None and floor >= full + readers:
             line += (f": more than a build, so batches build before any key query, for {EXPLORE_AFTER - m.since_found} more"
                      if m.since_found < EXPLORE_AFTER else ": more than a build; the next batch finds its keys again")
+        elif full is not None and floor >= full:
+            line += f": less than a build and its readers' rebuilds ({seconds_words(full + readers)}), so batches find their keys"
         lines.append(line)
     return lines
 
