@@ -127,6 +127,32 @@ def test_auto_decides_a_full_build_on_the_probes_count_before_any_key_query(spar
     world.check()
 
 
+def test_a_warm_batch_builds_once_while_every_recorded_build_ran_cold(spark, tmp_path, monkeypatch):
+    """The first MV batch of a process pays its warm-up, so its build is no estimate of a later one's:
+    while every recorded build ran cold, a warm batch the estimates give to by key builds (exploring),
+    and the next goes by key on the warm build's estimate."""
+    import compiler.kinds.mv.refresh as refresh
+
+    world = World(spark, tmp_path, {"wide": WIDE.replace(FORCED, "strategy='auto'")})
+    seed(world)
+    for offer in range(10, 40):  # by the prior a key costs 5 rows of a build: a key of 34 rows is cheaper
+        world.put("offers", id=offer, shop_id=100, cat_id=7, title=f"offer {offer}", status="active", note="n")
+    monkeypatch.setattr(refresh, "first_batch", lambda session: True)
+    assert world.refresh().strategy == FULL
+    assert world.store.steps("wide", 1)[0].detail["cold"] is True
+    monkeypatch.setattr(refresh, "first_batch", lambda session: False)
+    world.put("offers", id=1, title="edited once")
+    explored = world.refresh()
+    assert explored.strategy == FULL, explored.decision
+    assert explored.decision.reason.startswith("exploring: every build recorded ran cold (1 build"), explored.decision
+    assert "cold" not in world.store.steps("wide", 1)[0].detail
+    world.check()
+    world.put("offers", id=2, title="edited twice")
+    keyed = world.refresh()
+    assert keyed.strategy == INCREMENTAL and keyed.mode == "refresh", keyed.decision
+    world.check()
+
+
 def test_min_interval_is_answered_without_spark_and_runs_report_the_strategy(spark, tmp_path, capsys):
     world = World(spark, tmp_path, {"wide": WIDE.replace(FORCED, "strategy='auto', min_interval='10m'")})
     seed(world)

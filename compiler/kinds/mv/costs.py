@@ -72,6 +72,8 @@ class Run:
     #: build that switched once they were found, how many it found
     finding: float | None = None
     affected: int | None = None
+    #: the first MV batch of its process (``compiler.spark.first_batch``): it paid the warm-up
+    cold: bool = False
 
 
 @dataclass(frozen=True)
@@ -146,9 +148,9 @@ def runs(steps: Sequence[StepLogRow]) -> list[Run]:
     >>> from datetime import datetime, timezone
     >>> row = StepLogRow("wide", datetime(2026, 1, 1, tzinfo=timezone.utc), 607, seconds=1.9, strategy="incremental",
     ...                  detail={"keys": 607, "rows": 100_000, "chunks": 1, "changed": 700,
-    ...                          "phases": {"mv:changed-keys": 0.9, "mv:affected-keys": 1.2}})
+    ...                          "phases": {"mv:changed-keys": 0.9, "mv:affected-keys": 1.2}, "cold": True})
     >>> runs([row, StepLogRow("wide", row.ts, 3)])
-    [Run(strategy='incremental', seconds=1.9, keys=607, rows=100000, chunks=1, after_keys=0.7, changed=700, keys_query=0.3, finding=None, affected=None)]
+    [Run(strategy='incremental', seconds=1.9, keys=607, rows=100000, chunks=1, after_keys=0.7, changed=700, keys_query=0.3, finding=None, affected=None, cold=True)]
     >>> switched = {"keys": 182, "rows": 182, "phases": {"mv:probed": 3.7, "mv:affected-keys": 8.7, "mv:fanout-guard": 8.7}}
     >>> [(r.seconds, r.finding, r.affected) for r in runs([StepLogRow("wide", row.ts, 182, seconds=14.6, strategy="full",
     ...                                                                  detail=d) for d in ({**switched, "affected": 37}, switched)])]
@@ -166,13 +168,15 @@ def runs(steps: Sequence[StepLogRow]) -> list[Run]:
                 affected = step.detail.get("affected")
                 known = isinstance(affected, int) and finding is not None
                 found.append(Run(FULL, _build_seconds(step.seconds, phases), keys, rows,
-                                 finding=finding if known else None, affected=affected if known else None))
+                                 finding=finding if known else None, affected=affected if known else None,
+                                 cold=bool(step.detail.get("cold"))))
                 continue
             changed = step.detail.get("changed")
             found.append(Run(step.strategy, step.seconds, keys, rows, int(step.detail.get("chunks") or 1),
                              _span(phases.get("mv:affected-keys"), step.seconds),
                              changed if isinstance(changed, int) and changed > 0 else None,
-                             _span(phases.get("mv:changed-keys"), phases.get("mv:affected-keys")), finding))
+                             _span(phases.get("mv:changed-keys"), phases.get("mv:affected-keys")), finding,
+                             cold=bool(step.detail.get("cold"))))
     return found
 
 
@@ -194,8 +198,12 @@ def _span(start: object, end: object) -> float | None:
     return round(end - start, 3) if numbers and start <= end else None
 
 
-def cost_model(history: Sequence[Run], fanout_threshold: float = 0.2, compacted_rows: int = 0) -> CostModel:
-    """Fit the MV's costs to its recorded batches (newest first; ``HISTORY`` of each kind).
+def cost_model(history: Sequence[Run], fanout_threshold: float = 0.2, compacted_rows: int = 0,
+               cold: bool = False) -> CostModel:
+    """Fit the MV's costs to its recorded batches (newest first; ``HISTORY`` of each kind), for a
+    batch that is ``cold`` (the first MV batch of its process) or not: its builds from the builds of
+    its warmth where any are recorded (the first build in a warm process cost 4-5x the later ones:
+    ``strategy.explore_build``).
     ``compacted_rows``: the rows a compaction after each batch by key rewrites, at the median cost
     per row of the recorded compactions (none recorded: not counted; a build's cost per row, the
     only prior at hand, is ~10x a compaction's and would keep a small MV from ever being refreshed by key).
@@ -219,15 +227,23 @@ def cost_model(history: Sequence[Run], fanout_threshold: float = 0.2, compacted_
     >>> m = cost_model(ten_m)
     >>> round(m.refresh_fixed, 1), round(m.per_key * 1000, 4), m.refresh_from
     (31.4, 0.0454, '3 refreshes, a key at most 1/0.2 rows of a build')
+    >>> warmed = [Run("full", 2.0, 86_000, 86_000), Run("full", 9.4, 86_000, 86_000, cold=True)]
+    >>> cost_model(warmed).full(86_000), cost_model(warmed, cold=True).full(86_000), cost_model(warmed[1:]).full(86_000)
+    (2.0, 9.4, 9.4)
+    >>> cost_model(warmed).build_from
+    '1 build (1 cold left out)'
     """
-    builds = [(r.rows, r.seconds) for r in history if r.strategy == FULL and r.rows > 0][:HISTORY]
+    built = [r for r in history if r.strategy == FULL and r.rows > 0]
+    alike = [r for r in built if r.cold == cold]
+    builds = [(r.rows, r.seconds) for r in alike or built][:HISTORY]
     keyed = [(r.keys / max(r.chunks, 1), r.seconds / max(r.chunks, 1)) for r in history
              if r.strategy in (INCREMENTAL, CHUNKED) and r.keys > 0][:HISTORY]
     build_fixed = per_row = None
     build_from = "no full build recorded"
     if builds:
         build_fixed, per_row = _fit(builds, prior_slope=None)
-        build_from = _count(len(builds), "build")
+        build_from = _count(len(builds), "build") + (f" ({len(built) - len(alike)} {'warm' if cold else 'cold'} left out)"
+                                                       if alike and len(alike) < len(built) else "")
     prior_key = per_row / max(fanout_threshold, 1e-9) if per_row is not None else None
     if keyed:
         refresh_fixed, per_key = _fit(keyed, prior_slope=None)
@@ -288,12 +304,12 @@ def cost_lines(steps: Sequence[StepLogRow], last: int = 10) -> list[str]:
     ...                             "reason": "by key is estimated cheaper than a full build",
     ...                             "phases": {"mv:probed": 0.4, "mv:changed-keys": 0.9, "mv:committed": 2.3}}),
     ...          StepLogRow("wide", at, 100_000, next=(6,), seconds=9.6, strategy="full",
-    ...                     detail={"keys": 100_000, "rows": 100_000, "affected": 30_000, "reason": "cheaper",
+    ...                     detail={"keys": 100_000, "rows": 100_000, "affected": 30_000, "reason": "cheaper", "cold": True,
     ...                             "phases": {"mv:probed": 0.4, "mv:affected-keys": 1.3, "mv:fanout-guard": 1.3}})]
     >>> print("\\n".join(cost_lines(steps)))
       cost model inputs (newest first; the last 10 of each kind):
         incremental      607 keys of 100,000 rows   2.3 s    3.79 ms/key
-        full                         100,000 rows   8.3 s   0.083 ms/row  after finding 30,000 keys in 0.9 s
+        full                         100,000 rows   8.3 s   0.083 ms/row  after finding 30,000 keys in 0.9 s  cold (the first MV batch of its process)
       last decisions (newest first): estimated vs actual
         2026-11-29 10:22:05 UTC  batch 7  incremental  est. 1.9 s  actual 2.3 s (1.21x)  by key is estimated cheaper than a full build
           phases: probed 0.4 s, changed-keys 0.5 s, committed 1.4 s
@@ -317,7 +333,8 @@ def cost_lines(steps: Sequence[StepLogRow], last: int = 10) -> list[str]:
         if run.finding is not None:  # a build's seconds count from its decision: after its keys, if it found them
             found_keys = (f"  after finding {run.affected:,} keys in {seconds_words(run.finding)}" if kind == FULL
                           else f"  finding its keys {seconds_words(run.finding)}")
-        lines.append(f"    {run.strategy:<12} {size:>28} {seconds_words(run.seconds):>7} {rate:>14}{found_keys}")
+        cold = "  cold (the first MV batch of its process)" if run.cold else ""
+        lines.append(f"    {run.strategy:<12} {size:>28} {seconds_words(run.seconds):>7} {rate:>14}{found_keys}{cold}")
     lines.append("  last decisions (newest first): estimated vs actual")
     for step in [s for s in steps if s.strategy and s.strategy != COMPACTION][:last]:
         estimate = (step.detail.get("estimates") or {}).get(step.strategy)

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ... import watch
 from ...leases import kept
 from ...phases import PhaseClock, PhaseHook, no_phase
+from ...spark import first_batch
 from ...state import Commit, Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
 from ...table_format import DELTA
 from ..table import SLOTS, slot_table
@@ -197,7 +198,7 @@ def next_run(manifest: "Manifest", model: "Model", store: StateStore, now: datet
     if watch.dropped(store, spec):
         return "build", "its table is missing (dropped outside mvflow?): built again"
     early = strategy.before_changes(_kind(model.kind), MvState.parse(offset.state).base_rows if offset.state else 0,
-                                    history(store, plan.topic()), readers=readers_rebuild(store, plan))
+                                    history(store, plan.topic()), readers=readers_rebuild(store, plan), cold=True)
     if early.strategy == FULL:  # decided before the probe, as the run will (``_Refresh._early_build``)
         return "build", f"an input moved; {early.reason}: {early.words()}"
     return "refresh", "an input moved: the affected keys (the strategy is chosen at run time)"
@@ -326,6 +327,7 @@ class _Refresh:
         self.inputs = InputSet(self.scope, store, self.leases, now, self.phase)
         self.history: list[Run] = []  # the MV's recorded batches (the cost model's input)
         self.readers = 0.0  # what the MVs that read this one would spend rebuilding (``readers_rebuild``)
+        self.cold = False  # the first MV batch of this process (``compiler.spark.first_batch``)
         self.decision: Decision | None = None
         self.span = 1  # batch numbers the batch takes: a chunked batch writes chunk i as batch + i
         self.affected_parts: dict[int, "DataFrame"] = {}
@@ -362,6 +364,7 @@ class _Refresh:
         reason = reason or inputs.rebuild_reason()  # offsets kept by another mode: before a probe reads them
         self.history = history(self.store, self.plan.topic())
         self.readers = readers_rebuild(self.store, self.plan)
+        self.cold = first_batch(self.spark)
         forced = self._early_build(state) if reason is None and not offset.in_flight else None
         pinned = inputs.pin()
         beside = pinned if reason is not None or forced is not None else frozenset()  # probed beside the build
@@ -379,7 +382,7 @@ class _Refresh:
             inputs.resume, self.span = True, int(state.chunked["chunks"])
         elif reason is None and forced is None:  # decided without any key: on the keys the probe counted
             probed = max((inputs.probe.changed_keys.get(part.main_input, 0) for part in self.plan.parts), default=0)
-            decided = strategy.before_changes(self.kind, state.base_rows, self.history, probed, self.readers)
+            decided = strategy.before_changes(self.kind, state.base_rows, self.history, probed, self.readers, self.cold)
             forced = decided if decided.strategy == FULL else None
         reason = forced.reason if forced is not None else reason
         self.store.set_next(self.leases[self.plan.topic()], (batch,), self.now())
@@ -403,7 +406,7 @@ class _Refresh:
         """A full build decided before the probe (``config(strategy='full')``, or a small MV whose
         refresh of one key costs more than its build: ``strategy.before_changes`` without keys), so
         that the probe of its pinned inputs can run beside the build. None: the probe decides."""
-        decided = strategy.before_changes(self.kind, state.base_rows, self.history, readers=self.readers)
+        decided = strategy.before_changes(self.kind, state.base_rows, self.history, readers=self.readers, cold=self.cold)
         return decided if decided.strategy == FULL else None
 
     # -- full build ----------------------------------------------------------------------
@@ -481,7 +484,8 @@ class _Refresh:
             return outcome
         if not self.inputs.resume:
             mains = [part.main_input for part in self.plan.parts]
-            early = strategy.before_keys(kind, changed, mains, rows, self.history, spent=self.phase.elapsed())
+            early = strategy.before_keys(kind, changed, mains, rows, self.history, spent=self.phase.elapsed(),
+                                         cold=self.cold)
             if early.strategy == FULL:
                 return self._switch_to_build(batch, state, early)
         self.scope.view("stored", self.storage.stored(state, batch))
@@ -492,8 +496,9 @@ class _Refresh:
             self.decision = Decision(CHUNKED, f"resuming the crashed chunked batch at chunk {done + 1} of {self.span}",
                                      outcome.affected, rows, {}, self.span)
         else:
-            self.decision = strategy.after_keys(kind, outcome.affected, rows, self.history,
-                                                spent=self.phase.elapsed())
+            publishes = not (self.plan.grouped or self.plan.grain) or not self.plan.consumers  # a switched build's keys
+            self.decision = strategy.after_keys(kind, outcome.affected, rows, self.history, spent=self.phase.elapsed(),
+                                                cold=self.cold, switch_publishes=publishes)
         if self.decision.strategy == FULL:
             return self._switch_to_build(batch, state, self.decision, keys_known=True)
         outcome.decision = self.decision
@@ -597,6 +602,7 @@ class _Refresh:
         detail = {"keys": keys, "rows": state.base_rows, **({"groups": state.groups} if state.groups is not None else {}),
                   "chunks": decision.chunks if decision else 1, **({"redo": True} if self.inputs.redo else {}),
                   **({"changed": sum(changed.values())} if any(changed.values()) else {}),
+                  **({"cold": True} if self.cold else {}),
                   **({"affected": decision.keys} if decision and decision.strategy == FULL and "mv:affected-keys" in self.phase.reached else {}),
                   **({"estimates": decision.to_dict()["estimates"], "reason": decision.reason} if decision else {}),
                   "phases": dict(self.phase.reached)}

@@ -23,7 +23,9 @@ keys it writes, ``Run.after_keys``), or, where no batch recorded them, a whole b
 costs at least what is spent. A batch the estimates give to a full build still goes by key while by key is
 measured too few times, or has not been measured for a while (``explore_by_key``): full builds are
 measured whenever chosen, by key only when chosen, so without it one slow batch by key would keep
-the MV on full builds for good. ``not_due_until`` is ``min_interval``.
+the MV on full builds for good. The other way round, a batch that is not the first MV batch of its
+process builds while every recorded build ran in such a first batch (``explore_build``): a build
+that paid the process's warm-up would keep it by key for good. ``not_due_until`` is ``min_interval``.
 """
 
 from __future__ import annotations
@@ -105,13 +107,14 @@ def compacts_every_batch(kind: MvKind, rows: int) -> bool:
     return rows <= kind.compact_below_rows
 
 
-def _model(kind: MvKind, history: Sequence[Run], rows: int) -> CostModel:
-    """The cost model of a batch of an MV of ``rows`` rows: by key pays the compaction that follows."""
-    return cost_model(history, kind.fanout_threshold, rows if compacts_every_batch(kind, rows) else 0)
+def _model(kind: MvKind, history: Sequence[Run], rows: int, cold: bool = False) -> CostModel:
+    """The cost model of a batch of an MV of ``rows`` rows (``cold``: the first of its process): by
+    key pays the compaction that follows."""
+    return cost_model(history, kind.fanout_threshold, rows if compacts_every_batch(kind, rows) else 0, cold)
 
 
 def before_changes(kind: MvKind, rows: int, history: Sequence[Run], probed_main_keys: int = 0,
-                   readers: float = 0.0) -> Decision:
+                   readers: float = 0.0, cold: bool = False) -> Decision:
     """The first decision point: no key is known yet (the refresh asks it before the probe too, with
     no ``probed_main_keys``: its first two rules need nothing the probe finds). ``config(strategy=
     'full')`` builds; ``auto`` builds when the cost model says a refresh of a single key costs more
@@ -147,7 +150,7 @@ def before_changes(kind: MvKind, rows: int, history: Sequence[Run], probed_main_
     >>> before_changes(MvKind(), 1_000_000, runs, probed_main_keys=1_000).strategy is None
     True
     """
-    model = _model(kind, history, rows)
+    model = _model(kind, history, rows, cold)
     full = model.full(rows)
     if kind.strategy == FULL:
         return Decision(FULL, "config(strategy='full')", None, rows, {FULL: full})
@@ -164,12 +167,12 @@ def before_changes(kind: MvKind, rows: int, history: Sequence[Run], probed_main_
         return Decision(FULL, f"finding the keys and writing them costs more than a full build of {rows:,} rows{also} "
                               f"(as recent batches did: {keys:,} keys)", None, rows, {FULL: full, INCREMENTAL: floor})
     if probed_main_keys:
-        return before_keys(kind, {"main": probed_main_keys}, ["main"], rows, history)
+        return before_keys(kind, {"main": probed_main_keys}, ["main"], rows, history, cold=cold)
     return Decision(None, "decided on the changed keys")
 
 
 def before_keys(kind: MvKind, changed: Mapping[str, int], main_inputs: Sequence[str], rows: int,
-                history: Sequence[Run], spent: float = 0.0) -> Decision:
+                history: Sequence[Run], spent: float = 0.0, cold: bool = False) -> Decision:
     """The second decision point: the changed keys per input are known, the affected MV keys not
     yet, ``spent`` seconds into the batch. Every changed key of a main input is an affected key, so
     their count is a lower bound: when even that many keys cost more by key than a full build,
@@ -194,7 +197,7 @@ def before_keys(kind: MvKind, changed: Mapping[str, int], main_inputs: Sequence[
     lower = max([changed.get(i, 0) for i in main_inputs] or [0])
     if kind.strategy != "auto":
         return Decision(None, f"config(strategy={kind.strategy!r}): decided on the affected keys")
-    model = _model(kind, history, rows)
+    model = _model(kind, history, rows, cold)
     left = model.after_changes(sum(changed.values()), lower) if spent > 0 else None
     full = _plus(spent, model.full(rows))
     keyed = _at_least(spent, left if left is not None else model.incremental(lower), left is not None)
@@ -209,7 +212,8 @@ def before_keys(kind: MvKind, changed: Mapping[str, int], main_inputs: Sequence[
     return Decision(None, f"at least {lower:,} affected keys: by key unless the affected keys say otherwise", lower, rows)
 
 
-def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run], spent: float = 0.0) -> Decision:
+def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run], spent: float = 0.0,
+               cold: bool = False, switch_publishes: bool = True) -> Decision:
     """The third decision point: the affected MV keys are known, ``spent`` seconds into the batch.
 
     ``auto`` takes the cheaper estimate of a full build and a refresh by key; by key, a wide
@@ -220,6 +224,9 @@ def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run], s
     ``spent`` plus that write; without them, a whole batch by key, at least ``spent`` (the demo at
     182 rows, one build recorded: 8.7 s spent finding 37 keys, est. 6.7 s for a whole batch by key by
     the prior, so by key, which measures its write, against 8.7 + 5.9 s switched to a build).
+    A batch that is not ``cold`` (the first MV batch of its process) builds instead of going by key
+    while every recorded build was cold (``explore_build``), if the build publishes the keys found
+    (``switch_publishes``) and is estimated at most ``EXPLORE_RATIO`` × by key.
 
     >>> runs = [Run("full", 8.7, 100_000, 100_000), Run("incremental", 1.9, 607, 100_000),
     ...         Run("incremental", 2.5, 5_000, 100_000)]
@@ -243,8 +250,15 @@ def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run], s
     'incremental: est. 4.2 s vs full 6.3 s (200 keys of 10,000 rows)'
     >>> after_keys(MvKind(), 200, 10_000, slow_keys).strategy  # the whole batch against a build
     'full'
+    >>> cold_build = [Run(INCREMENTAL, 4.0, 500, 86_000) for _ in range(3)] + [Run(FULL, 9.4, 86_000, 86_000, cold=True)]
+    >>> after_keys(MvKind(), 500, 86_000, cold_build, spent=1.5).reason
+    'exploring: every build recorded ran cold (1 build, the first MV batch of its process) (by key est. cheaper)'
+    >>> after_keys(MvKind(), 500, 86_000, cold_build, spent=1.5, cold=True).reason  # a cold batch: the estimate stands
+    'by key is estimated cheaper than a full build'
+    >>> after_keys(MvKind(), 500, 86_000, cold_build, spent=1.5, switch_publishes=False).strategy  # its readers would rebuild
+    'incremental'
     """
-    model = _model(kind, history, rows)
+    model = _model(kind, history, rows, cold)
     found = spent > 0 and model.write_per_key is not None
     chunks = chunk_count(affected, kind.chunk_keys)
     full, one = _plus(spent, model.full(rows)), _at_least(spent, model.incremental(affected, found), found)
@@ -272,6 +286,9 @@ def after_keys(kind: MvKind, affected: int, rows: int, history: Sequence[Run], s
         if exploring and not in_chunks and keyed <= EXPLORE_RATIO * full:
             return decided(INCREMENTAL, f"exploring: {exploring} (a full build est. cheaper)")
         return decided(FULL, "a full build is estimated cheaper than by key")
+    warming = explore_build(history, cold) if switch_publishes else None
+    if warming and keyed is not None and full <= EXPLORE_RATIO * keyed:
+        return decided(FULL, f"exploring: {warming} (by key est. cheaper)")
     if in_chunks:
         return decided(CHUNKED, f"a wide change ({share}): by key in {chunks} resumable chunks")
     if not model.refreshes:
@@ -302,6 +319,27 @@ def explore_by_key(history: Sequence[Run]) -> str | None:
         return f"by key measured {'once' if keyed == 1 else f'{keyed} times'}, too few to trust ({MEASURED} wanted)"
     streak = next(i for i, run in enumerate(batches) if run.strategy != FULL)
     return f"{streak} full builds since the last batch by key" if streak >= EXPLORE_AFTER else None
+
+
+def explore_build(history: Sequence[Run], cold: bool) -> str | None:
+    """Why a batch that is not ``cold`` and that the estimates give to by key should build (``EXPLORE_RATIO``
+    permitting), in words; None when the build's estimate stands. A build is measured only when chosen,
+    and the first MV batch of a process pays the warm-up later ones do not (JIT, code generation,
+    each source's first log read): the grid's first build at 100,000 offers took 9.4 s, later ones
+    1.8-2.2 s, and on that one estimate every batch went by key at 4-8 s. Once a warm build is
+    recorded, a warm batch is estimated from warm builds alone (``cost_model``).
+
+    >>> explore_build([Run(FULL, 9.4, 100, 100, cold=True)], cold=False)
+    'every build recorded ran cold (1 build, the first MV batch of its process)'
+    >>> explore_build([Run(FULL, 9.4, 100, 100, cold=True)], cold=True) is None
+    True
+    >>> explore_build([Run(FULL, 2.0, 100, 100), Run(FULL, 9.4, 100, 100, cold=True)], cold=False) is None
+    True
+    """
+    builds = [run for run in history if run.strategy == FULL]
+    if cold or not builds or any(not run.cold for run in builds):
+        return None
+    return f"every build recorded ran cold ({len(builds)} build{'' if len(builds) == 1 else 's'}, the first MV batch of its process)"
 
 
 def chunk_count(keys: int, chunk_keys: int) -> int:
