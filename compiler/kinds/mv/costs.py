@@ -162,21 +162,19 @@ def runs(steps: Sequence[StepLogRow]) -> list[Run]:
         if step.strategy == COMPACTION and isinstance(rows, int) and rows > 0 and step.seconds > 0:
             found.append(Run(COMPACTION, step.seconds, 0, rows))
         elif step.strategy and isinstance(keys, int) and isinstance(rows, int) and keys > 0 and step.seconds > 0:
-            phases = step.detail.get("phases") or {}
+            phases, cold = step.detail.get("phases") or {}, bool(step.detail.get("cold"))
             finding = _span(phases.get("mv:probed"), phases.get("mv:affected-keys"))
             if step.strategy == FULL:  # what finding its keys took, with how many (a step log of before: neither)
                 affected = step.detail.get("affected")
                 known = isinstance(affected, int) and finding is not None
                 found.append(Run(FULL, _build_seconds(step.seconds, phases), keys, rows,
-                                 finding=finding if known else None, affected=affected if known else None,
-                                 cold=bool(step.detail.get("cold"))))
+                                 finding=finding if known else None, affected=affected if known else None, cold=cold))
                 continue
             changed = step.detail.get("changed")
             found.append(Run(step.strategy, step.seconds, keys, rows, int(step.detail.get("chunks") or 1),
                              _span(phases.get("mv:affected-keys"), step.seconds),
                              changed if isinstance(changed, int) and changed > 0 else None,
-                             _span(phases.get("mv:changed-keys"), phases.get("mv:affected-keys")), finding,
-                             cold=bool(step.detail.get("cold"))))
+                             _span(phases.get("mv:changed-keys"), phases.get("mv:affected-keys")), finding, cold=cold))
     return found
 
 
