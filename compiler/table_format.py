@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.types import DataType, StructType
 
 DELTA, PARQUET = "delta", "parquet"
 VIEW = "view"  # what table_provider says of a view
@@ -86,6 +87,41 @@ def cluster_by_problems(cluster_by: tuple[str, ...], table_format: str, partitio
         return [("Delta refuses a table both partitioned and clustered (partition_by and cluster_by)",
                  "keep one: cluster_by for columns readers filter by, partition_by for a few large partitions")]
     return []
+
+
+def column_definitions(schema: "StructType", names: "tuple[str, ...] | list[str] | None" = None) -> str:
+    """The column list of a ``CREATE TABLE`` holding ``schema``'s columns (``names`` only, in that
+    order, when given), names quoted: a table made like another without a Spark job (a ``CREATE
+    TABLE … AS SELECT … LIMIT 0`` runs one, ~0.1-0.2 s warm on 2 cores).
+
+    >>> from pyspark.sql.types import StructType, StructField, LongType, DecimalType, ArrayType
+    >>> schema = StructType([StructField("id", LongType()), StructField("odd `name", DecimalType(10, 2)),
+    ...                      StructField("tags", ArrayType(StructType([StructField("a b", LongType())])))])
+    >>> print(column_definitions(schema))
+    `id` bigint, `odd ``name` decimal(10,2), `tags` array<struct<`a b`:bigint>>
+    >>> column_definitions(schema, ["ID"])
+    '`id` bigint'
+    """
+    fields = {f.name.lower(): f for f in schema.fields}
+    chosen = schema.fields if names is None else [fields[n.lower()] for n in names]
+    return ", ".join(f"{_quoted(f.name)} {_type_ddl(f.dataType)}" for f in chosen)
+
+
+def _type_ddl(data_type: "DataType") -> str:
+    """A type as DDL: ``simpleString`` with struct field names quoted."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(data_type, StructType):
+        return "struct<" + ",".join(f"{_quoted(f.name)}:{_type_ddl(f.dataType)}" for f in data_type.fields) + ">"
+    if isinstance(data_type, ArrayType):
+        return f"array<{_type_ddl(data_type.elementType)}>"
+    if isinstance(data_type, MapType):
+        return f"map<{_type_ddl(data_type.keyType)},{_type_ddl(data_type.valueType)}>"
+    return data_type.simpleString()
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def describe_table(spark: "SparkSession", relation: str) -> dict[str, str] | None:

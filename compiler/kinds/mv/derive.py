@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ...manifest import Manifest, Model
 
 DUPLICATES_SHOWN = 5  # MV keys a batch holds twice, named in the error
+COLUMNS = ":columns"  # a CREATE TABLE's column list, bound at run time to another table's (bind_columns)
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def _derive_delta(plan: MvPlan, q: dict[str, str]) -> None:
     # Delta's parser takes a literal only here: the runner binds the version into the text (bind_literal).
     q["restore"] = f"RESTORE TABLE {table} TO VERSION AS OF :version"
     q["optimize"] = f"OPTIMIZE {table}"
-    q["create_changes"] = _create_changes(plan, table)
+    q["create_changes"] = _create_changes(plan)
     if table != plan.relation:  # readers see the SELECT's columns (group rows) through a view under the model's name
         visible = exp.select(*[exp.column(c, "t") for c in plan.columns]).from_(aliased_table(table, "t"))
         visible = visible.where(group_rows(plan, "t"), copy=False) if plan.grouped else visible
@@ -127,8 +128,8 @@ def _derive_parquet(plan: MvPlan, q: dict[str, str]) -> None:
     q["drop_base"] = f"DROP TABLE IF EXISTS {base}"
     q["drop_delta"] = f"DROP TABLE IF EXISTS {delta}"
     q["build_base"] = f"CREATE TABLE {base}\nUSING parquet\nAS\n{q['full']}"
-    q["create_delta"] = (f"CREATE TABLE {delta}\nUSING parquet\nPARTITIONED BY ({BATCH})\nAS\n"
-                         f"SELECT b.*, FALSE AS {DELETED}, CAST(0 AS BIGINT) AS {BATCH}\nFROM {base} AS b\nLIMIT 0")
+    q["create_delta"] = (f"CREATE TABLE {delta} ({COLUMNS}, {DELETED} BOOLEAN, {BATCH} BIGINT)\nUSING parquet\n"
+                         f"PARTITIONED BY ({BATCH})")  # the base's columns
     q["write_delta"] = f"INSERT OVERWRITE TABLE {delta} PARTITION ({BATCH})\n{pretty(delta_query(plan))}"
     # a batch of few keys as one file: readers open each delta file on every query
     one_file = delta_query(plan)
@@ -143,7 +144,7 @@ def _derive_parquet(plan: MvPlan, q: dict[str, str]) -> None:
     q["batch_duplicates"] = (f"SELECT {keys}, COUNT(*) AS rows\nFROM {delta}\nWHERE {BATCH} = :batch\n"
                              f"GROUP BY {keys}\nHAVING COUNT(*) > 1\nORDER BY {keys}\nLIMIT {DUPLICATES_SHOWN}")
     q["drop_batch"] = f"ALTER TABLE {delta} DROP IF EXISTS PARTITION ({BATCH} = :batch)"  # bind_literal: a literal only
-    q["create_changes"] = _create_changes(plan, base)
+    q["create_changes"] = _create_changes(plan)
     q["publish"], q["publish_all"] = _publish(plan), _publish(plan, every=True)
     # the size of the delta, so that readers' plans broadcast a small one instead of shuffling the base
     q["delta_stats"] = f"ANALYZE TABLE {delta} COMPUTE STATISTICS NOSCAN"
@@ -159,6 +160,17 @@ def _derive_parquet(plan: MvPlan, q: dict[str, str]) -> None:
     # the Delta format's tables, when a model switches to parquet (its view takes the name)
     q["drop_table"] = f"DROP TABLE IF EXISTS {plan.relation}"
     q["drop_rows"] = f"DROP TABLE IF EXISTS {plan.table_name('rows')}"
+
+
+def bind_columns(text: str, columns: str) -> str:
+    """``text`` with its ``:columns`` marker replaced by ``columns``, the definitions of another
+    table's columns (``table_format.column_definitions``): a table made like one that a build
+    wrote, of types known only then, without the Spark job of a ``CREATE TABLE … AS … LIMIT 0``.
+
+    >>> bind_columns("CREATE TABLE t (:columns, b BIGINT)", "`id` bigint")
+    'CREATE TABLE t (`id` bigint, b BIGINT)'
+    """
+    return text.replace(COLUMNS, columns, 1)
 
 
 def bind_literal(text: str, name: str, value: int) -> str:
@@ -187,10 +199,11 @@ def _publish(plan: MvPlan, every: bool = False) -> str:
     return f"INSERT OVERWRITE TABLE {plan.table_name('changes')} PARTITION ({BATCH})\n{select}"
 
 
-def _create_changes(plan: MvPlan, table: str) -> str:
-    """The table publishing each batch's MV keys for stacked MVs (parquet, a partition per batch)."""
-    return (f"CREATE TABLE IF NOT EXISTS {plan.table_name('changes')}\nUSING parquet\nPARTITIONED BY ({BATCH})\nAS\n"
-            f"SELECT {', '.join(plan.published_key)}, CAST(0 AS BIGINT) AS {BATCH}\nFROM {table}\nLIMIT 0")
+def _create_changes(plan: MvPlan) -> str:
+    """The table publishing each batch's MV keys for stacked MVs (parquet, a partition per batch):
+    the published key columns of the MV's table, with their types (``bind_columns``)."""
+    return (f"CREATE TABLE IF NOT EXISTS {plan.table_name('changes')} ({COLUMNS}, {BATCH} BIGINT)\nUSING parquet\n"
+            f"PARTITIONED BY ({BATCH})")
 
 
 def input_paths(plan: MvPlan) -> dict[str, dict]:

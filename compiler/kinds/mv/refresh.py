@@ -434,23 +434,24 @@ class _Refresh:
         return Outcome(batch, "build", rows=new_state.base_rows, groups=new_state.groups, reason=reason,
                        decision=self.decision)
 
-    def publish_all(self, rows: "DataFrame", old: "Callable[[], DataFrame] | None", batch: int, **args: Any) -> int:
+    def publish_all(self, table: str, old: "Callable[[], DataFrame] | None", batch: int) -> int:
         """After a build, the keys for what reads them (``MvPlan.consumers``). A batch that switched
         to the build after counting its affected keys publishes those, as a refresh by key would: the
         rows of every other key are unchanged, so readers go on by key. Otherwise every key may have
         changed: an MV or serving store reading this one would replace all its rows, so it rebuilds
-        instead, and only a batch-scoped test gets every key of the new ``rows`` and the ``old`` ones
+        instead, and only a batch-scoped test gets every key of the new ``table`` and the ``old`` rows
         (it checks the whole MV after a build). Returns the build's batch when it published no keys
         (``MvState.unpublished``: a reader at an older batch rebuilds), else 0."""
         if not (self.known_keys and self.plan.consumers):  # a reader at an older batch rebuilds: its keys can go
             self.scope.sql("drop_changes")
-        self.scope.sql("create_changes", **args)
+        self.scope.create_like("create_changes", table, self.plan.published_key)
         if self.known_keys and self.plan.consumers:
             self.scope.sql("publish_all", batch=batch)  # view ``keys``: the affected keys
             return 0
         if not any(c.startswith("test:") for c in self.plan.consumers):
             return batch
-        keys = self.published(rows) if old is None else self.published(rows).union(self.published(old()))
+        rows = self.published(self.spark.table(table))
+        keys = rows if old is None else rows.union(self.published(old()))
         self.scope.view("keys", keys.distinct())  # read once, by the publish
         self.scope.sql("publish_all", batch=batch)
         return 0

@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ...spark_connect import launch_conf
+from ...table_format import column_definitions
+from .derive import bind_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -54,6 +56,11 @@ class BatchScope:
         """Derived statement ``name`` with its markers bound from ``args`` and its ``{name}``s read from ``frames``."""
         text = self.derived[name]
         return self.spark.sql(text, args={k: v for k, v in args.items() if f":{k}" in text} or None, **(frames or {}))
+
+    def create_like(self, name: str, like: str, columns: "tuple[str, ...] | None" = None, **args: Any) -> None:
+        """Derived ``CREATE TABLE`` ``name`` with the columns of table ``like`` (``columns`` of them only)."""
+        text = bind_columns(self.derived[name], column_definitions(self.spark.table(like).schema, columns))
+        self.spark.sql(text, args={k: v for k, v in args.items() if f":{k}" in text} or None)
 
     def execute(self, text: str) -> None:
         """A statement built by the caller (its literals bound already)."""

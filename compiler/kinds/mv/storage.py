@@ -130,7 +130,7 @@ class Runner(Protocol):
     def phase(self, name: str) -> None: ...
     def echo(self, text: str) -> None: ...
     def save_state(self, state: MvState) -> None: ...
-    def publish_all(self, rows: "DataFrame", old: "Callable[[], DataFrame] | None", batch: int, **args: Any) -> int: ...
+    def publish_all(self, table: str, old: "Callable[[], DataFrame] | None", batch: int) -> int: ...
     @property
     def definition(self) -> str: ...
 
@@ -220,8 +220,7 @@ class ParquetStorage:
         old = None
         if run.plan.consumers and self.exists(state) and state.definition == run.definition:
             old = lambda: self._rows(state.slot)  # noqa: E731 - read only if every key is published
-        unpublished = run.publish_all(run.spark.table(self._table("base", slot)), old, batch,
-                                      base_table=self._table("base", slot))
+        unpublished = run.publish_all(self._table("base", slot), old, batch)
         run.phase("mv:build-published")
         if not state.slot:  # the Delta format's tables, when switching (a state of this format's says there are none)
             if _is_view(run.spark, run.plan.relation) is False:
@@ -238,7 +237,7 @@ class ParquetStorage:
         self.run.scope.sql("drop_base", base_table=base)
         self.run.scope.sql("drop_delta", delta_table=delta)
         self.run.scope.sql("build_base", base_table=base)
-        self.run.scope.sql("create_delta", base_table=base, delta_table=delta)
+        self.run.scope.create_like("create_delta", base, delta_table=delta)
         return self._count(base)
 
     def _count(self, base: str) -> tuple[int, int | None]:
@@ -283,7 +282,7 @@ class ParquetStorage:
         run.scope.sql("drop_base", base_table=base)
         run.scope.sql("drop_delta", delta_table=delta)
         run.scope.sql("compact", base_table=base)
-        run.scope.sql("create_delta", base_table=base, delta_table=delta)
+        run.scope.create_like("create_delta", base, delta_table=delta)
         run.phase("mv:compaction-written")
         run.save_state(replace(state, swapping=slot))
         run.phase("mv:compaction-marked")
@@ -377,7 +376,7 @@ class DeltaStorage:
         leftovers = [n for n in run.derived.queries if n.startswith("drop:")] if switching else []
         for name in leftovers:  # the parquet format's tables
             run.scope.sql(name)
-        unpublished = run.publish_all(run.spark.table(self.table), old, batch)
+        unpublished = run.publish_all(self.table, old, batch)
         run.phase("mv:build-published")
         groups = int(run.scope.sql("count_groups").first()[0]) if run.plan.grouped else None
         return MvState(base_rows=rows, definition=run.definition, version=version, unpublished=unpublished,
