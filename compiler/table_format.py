@@ -194,16 +194,22 @@ def commit_time(spark: "SparkSession", relation: str, version: int) -> int | Non
     made at another time. (Its table id would not do: ``CREATE OR REPLACE`` gives a new one but keeps
     the log and its history.) None when it cannot be read: no such commit, cleaned up, no JVM."""
     try:
-        jvm, log = spark._jvm, _delta_log(spark, relation)  # type: ignore[attr-defined]
-        commits = log.getChanges(version, version, jvm.scala.Option.empty(), True)
-        while commits.hasNext():
-            actions = commits.next()._2().iterator()
-            while actions.hasNext():
-                action = actions.next()
-                if action.getClass().getSimpleName() == "CommitInfo":
-                    return int(action.getTimestamp())
+        info = _commit_info(spark, relation, version)
+        return None if info is None else int(info.getTimestamp())
     except Exception:  # noqa: BLE001 - Delta's internal API, or a log cleaned up: cannot tell
         return None
+
+
+def _commit_info(spark: "SparkSession", relation: str, version: int) -> Any:
+    """Commit ``version``'s ``CommitInfo`` action, read from the table's log in the JVM (None: it has none)."""
+    jvm, log = spark._jvm, _delta_log(spark, relation)  # type: ignore[attr-defined]
+    commits = log.getChanges(version, version, jvm.scala.Option.empty(), True)
+    while commits.hasNext():
+        actions = commits.next()._2().iterator()
+        while actions.hasNext():
+            action = actions.next()
+            if action.getClass().getSimpleName() == "CommitInfo":
+                return action
     return None
 
 
@@ -259,7 +265,21 @@ def _delta_log(spark: "SparkSession", relation: str) -> Any:
 
 def delta_commit(spark: "SparkSession", relation: str) -> tuple[int, dict[str, str]]:
     """The newest committed version of a Delta table and its commit's ``operationMetrics`` (a write's
-    ``numOutputRows``…), in the same read of its log; ``(-1, {})`` without history."""
+    ``numOutputRows``…), in the same read of its log; ``(-1, {})`` without history. Read in the JVM
+    (no Spark job, where ``DESCRIBE HISTORY`` runs two, ~0.3 s), else by ``DESCRIBE HISTORY``."""
+    try:
+        version = _log_version(spark, relation)
+        info = _commit_info(spark, relation, version) if version >= 0 else None
+        if info is not None:
+            metrics = info.operationMetrics()
+            pairs = metrics.get().iterator() if metrics.isDefined() else None
+            found = {}
+            while pairs is not None and pairs.hasNext():
+                pair = pairs.next()
+                found[str(pair._1())] = str(pair._2())
+            return version, found
+    except Exception:  # noqa: BLE001 - Delta's internal API, or no JVM (Spark Connect): the SQL answers
+        pass
     row = spark.sql(f"DESCRIBE HISTORY {relation} LIMIT 1").select("version", "operationMetrics").first()
     return (int(row[0]), dict(row[1] or {})) if row is not None else (-1, {})
 

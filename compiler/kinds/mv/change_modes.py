@@ -380,7 +380,6 @@ class Snapshots(ChangeMode):
     def build(self, run: Batch, batch: int) -> None:
         run.scope.sql(f"drop_snapshot:{self.input_id}")
         run.scope.sql(f"create_snapshot:{self.input_id}", batch=batch)
-        run.scope.sql(f"snapshot:{self.input_id}", batch=batch)
 
     def fingerprint_frame(self, run: Batch, batch: int, nxt: tuple) -> "DataFrame | None":
         """Of the snapshot itself, so that it describes exactly what was diffed."""

@@ -61,8 +61,8 @@ def derive(plan: MvPlan) -> Derived:
         if "snapshots" in diff_ways(info):
             snapshot = plan.table_name(f"snap_{info.slug}")
             select = pretty(snapshot_query(plan, input_id))
-            q[f"create_snapshot:{input_id}"] = (f"CREATE TABLE {snapshot}\nUSING parquet\nPARTITIONED BY ({BATCH})\nAS\n"
-                                                f"{select}\nLIMIT 0")
+            # a build's snapshot: the table made by the write of its first partition (one Spark job)
+            q[f"create_snapshot:{input_id}"] = f"CREATE TABLE {snapshot}\nUSING parquet\nPARTITIONED BY ({BATCH})\nAS\n{select}"
             q[f"snapshot:{input_id}"] = f"INSERT OVERWRITE TABLE {snapshot} PARTITION ({BATCH})\n{select}"
             q[f"drop_snapshot:{input_id}"] = f"DROP TABLE IF EXISTS {snapshot}"
             # a partition spec takes a literal only: the runner binds the batch into the text (bind_literal)
