@@ -103,7 +103,7 @@ def column_definitions(schema: "StructType", names: "tuple[str, ...] | list[str]
     '`id` bigint'
     """
     fields = {f.name.lower(): f for f in schema.fields}
-    chosen = schema.fields if names is None else [fields[n.lower()] for n in names]
+    chosen = schema.fields if names is None else [fields[n.strip("`").lower()] for n in names]  # a key may be quoted
     return ", ".join(f"{_quoted(f.name)} {_type_ddl(f.dataType)}" for f in chosen)
 
 
