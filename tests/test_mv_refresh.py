@@ -187,6 +187,43 @@ def test_compaction_swaps_slots_and_keeps_rows(spark, tmp_path, table_format):
     w.check()
 
 
+NESTED = """
+{{{{ config(materialized='mv', schema='{db}', strategy='incremental', compact_threshold=0, compact_below_rows=0) }}}}
+SELECT
+  o.id,
+  named_struct('shop-name', s.name, 'rating', s.rating) AS `shop-info`,
+  array(o.title, o.status) AS tags,
+  map(o.title, p.price) AS `price-by-title`,
+  p.price
+FROM {{{{ source('{db}', 'offers') }}}} AS o
+JOIN {{{{ source('{db}', 'shops') }}}} AS s ON s.id = o.shop_id AND s.deleted = FALSE
+LEFT JOIN {{{{ source('{db}', 'prices') }}}} AS p ON p.offer_id = o.id AND p.kind = 'retail'
+WHERE o.deleted = FALSE AND o.status = 'active'
+"""
+
+
+def test_an_mv_of_nested_and_quoted_columns_builds_refreshes_and_compacts(spark, tmp_path, table_format):
+    """The tables a build makes beside its rows (parquet: each slot's delta; both: the published
+    keys) take their columns from the built table's definitions: structs with field names to quote,
+    arrays, maps, decimals and quoted names survive a build, batches by key and a compaction."""
+    w = World(spark, tmp_path, {"nested": NESTED}, table_format)
+    seed(w)
+    assert w.refresh("nested").mode == "build"
+    w.check("nested")
+    w.put("shops", id=100, name="Alpha renamed")
+    w.put("prices", offer_id=1, kind="retail", price=Decimal("7.25"))
+    outcome = w.refresh("nested")
+    assert outcome.mode == "refresh" and outcome.affected > 0 and outcome.compacted
+    w.check("nested")
+    w.put("offers", id=2, title="again")
+    assert w.refresh("nested", full_refresh=True).mode == "build"  # a build into the other slot, its delta made anew
+    w.put("offers", id=3, title="after the rebuild")
+    assert w.refresh("nested").mode == "refresh"
+    rows = {r.id: r for r in w.table("nested")}
+    assert rows[3].tags[0] == "after the rebuild" and rows[1]["shop-info"]["shop-name"] == "Alpha renamed"
+    w.check("nested")
+
+
 def test_a_parquet_tables_rows_are_summed_from_its_footers_without_a_job(spark):
     """What a parquet MV's build and compaction count their base with (``table_format.parquet_rows``);
     Spark counts a table of too many files, or of files that are not parquet."""

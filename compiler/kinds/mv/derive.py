@@ -140,7 +140,7 @@ def _derive_parquet(plan: MvPlan, q: dict[str, str]) -> None:
         q["count_base"] = pretty(exp.select(exp.alias_(exp.func("COUNT", exp.Star()), "rows"), exp.alias_(groups, "groups"))
                                  .from_(identifier_table("base_table", "b")))
     # a batch's rows must hold each MV key once (a Delta MERGE refuses them otherwise): checked before the commit
-    keys = ", ".join(plan.key)
+    keys = ", ".join(exp.column(k).sql(dialect="spark") for k in plan.key)  # quoted where Spark needs it
     q["batch_duplicates"] = (f"SELECT {keys}, COUNT(*) AS rows\nFROM {delta}\nWHERE {BATCH} = :batch\n"
                              f"GROUP BY {keys}\nHAVING COUNT(*) > 1\nORDER BY {keys}\nLIMIT {DUPLICATES_SHOWN}")
     q["drop_batch"] = f"ALTER TABLE {delta} DROP IF EXISTS PARTITION ({BATCH} = :batch)"  # bind_literal: a literal only

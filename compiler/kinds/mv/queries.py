@@ -451,15 +451,18 @@ def merge_statement(plan: MvPlan) -> str:
       INSERT (id, name, _mvflow_k_c_id)
       VALUES (s.id, s.name, s._mvflow_k_c_id)
     """
-    on = " AND ".join(f"t.{k} <=> s.{k}" for k in plan.key)
+    def named(column: str, table: str | None = None) -> str:  # quoted where Spark needs it (`shop-info`)
+        return exp.column(column, table).sql(dialect="spark")
+
+    on = " AND ".join(f"{named(k, 't')} <=> {named(k, 's')}" for k in plan.key)
     others = [c for c in plan.all_columns if c not in plan.key]
     lines = [f"MERGE INTO {plan.table} AS t", ROWS_COMMENT, "USING {rows} AS s", f"ON {on}",
              f"WHEN MATCHED AND s.{DELETED} THEN DELETE"]
     if others:
-        lines.append("WHEN MATCHED THEN UPDATE SET " + ", ".join(f"t.{c} = s.{c}" for c in others))
+        lines.append("WHEN MATCHED THEN UPDATE SET " + ", ".join(f"{named(c, 't')} = {named(c, 's')}" for c in others))
     lines += [f"WHEN NOT MATCHED AND NOT s.{DELETED} THEN",
-              f"  INSERT ({', '.join(plan.all_columns)})",
-              f"  VALUES ({', '.join(f's.{c}' for c in plan.all_columns)})"]
+              f"  INSERT ({', '.join(named(c) for c in plan.all_columns)})",
+              f"  VALUES ({', '.join(named(c, 's') for c in plan.all_columns)})"]
     return "\n".join(lines)
 
 
