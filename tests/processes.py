@@ -19,6 +19,12 @@ from tiny_spark import TINY_DATA
 
 ROOT = Path(__file__).resolve().parent.parent
 MVFLOW = [sys.executable, "-c", "from compiler.cli import main; main()"]
+# `mvflow` as a shell in a terminal starts it, for the Ctrl-C tests: SIGINT delivered and handled by
+# Python's default. A child inherits its parent's blocked signals and ignored ones across exec (a job a
+# script starts with `&` ignores SIGINT); the slow tier of 2026-12-07 saw the three Ctrl-C tests of one
+# pytest worker time out with no reaction to SIGINT, each passing alone (cause not confirmed).
+MVFLOW_AT_A_TERMINAL = [sys.executable, "-c", "import signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+                        "signal.signal(signal.SIGINT, signal.default_int_handler); from compiler.cli import main; main()"]
 DEMO_FILES = ("project.yml", "models", "macros", "lineage", "seeds", "data_tests")
 # A command's own settings for a few rows: the test session's, and a JVM that compiles with C1 only
 # (a command's JVM is cold and short-lived: C2's compiler threads competed with the work for 2

@@ -27,6 +27,9 @@ import pytest
 from compiler.errors import RunError
 from compiler.project import load_project
 
+sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
+from processes import MVFLOW_AT_A_TERMINAL  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 MVFLOW = [sys.executable, "-c", "from compiler.cli import main; main()"]
 APP = "mvflow-cluster-test"
@@ -255,7 +258,7 @@ def test_ctrl_c_interrupts_the_servers_job_over_spark_connect_slow(connect_serve
     project = _project(tmp_path, f"spark: {{remote: '{connect_server.url}'}}", "parquet")
     (project / "models" / "slow.sql").write_text(  # one task that would sleep 120 s on the server
         "{{ config(materialized='table') }}\nselect reflect('java.lang.Thread', 'sleep', id + 120000L) as r from range(1)")
-    process = subprocess.Popen([*MVFLOW, "run", "--select", "slow"], cwd=project, stdout=subprocess.PIPE,
+    process = subprocess.Popen([*MVFLOW_AT_A_TERMINAL, "run", "--select", "slow"], cwd=project, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env={**_env(), "PYTHONFAULTHANDLER": "1"})
     assert "START table" in process.stdout.readline()
     time.sleep(3)  # the statement is on the server

@@ -27,6 +27,9 @@ from compiler.project import load_project
 from compiler.run import run_models
 from compiler.spark import LazySession
 
+sys.path.insert(0, str(Path(__file__).parent))  # the tests use --import-mode=importlib
+from processes import MVFLOW_AT_A_TERMINAL  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -241,7 +244,7 @@ TERMINAL_PROJECT = {
 
 def _mvflow(root: Path, *args: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-c", "from compiler.cli import main; main()", "--project-dir", str(root), *args],
+    return subprocess.Popen([*MVFLOW_AT_A_TERMINAL, "--project-dir", str(root), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root)
 
 
