@@ -103,8 +103,8 @@ def column_definitions(schema: "StructType", names: "tuple[str, ...] | list[str]
     '`id` bigint'
     """
     fields = {f.name.lower(): f for f in schema.fields}
-    chosen = schema.fields if names is None else [fields[n.strip("`").lower()] for n in names]  # a key may be quoted
-    return ", ".join(f"{_quoted(f.name)} {_type_ddl(f.dataType)}" for f in chosen)
+    chosen = schema.fields if names is None else [fields[n.lower()] for n in names]
+    return ", ".join(f"{quoted(f.name)} {_type_ddl(f.dataType)}" for f in chosen)
 
 
 def _type_ddl(data_type: "DataType") -> str:
@@ -112,7 +112,7 @@ def _type_ddl(data_type: "DataType") -> str:
     from pyspark.sql.types import ArrayType, MapType, StructType
 
     if isinstance(data_type, StructType):
-        return "struct<" + ",".join(f"{_quoted(f.name)}:{_type_ddl(f.dataType)}" for f in data_type.fields) + ">"
+        return "struct<" + ",".join(f"{quoted(f.name)}:{_type_ddl(f.dataType)}" for f in data_type.fields) + ">"
     if isinstance(data_type, ArrayType):
         return f"array<{_type_ddl(data_type.elementType)}>"
     if isinstance(data_type, MapType):
@@ -120,7 +120,12 @@ def _type_ddl(data_type: "DataType") -> str:
     return data_type.simpleString()
 
 
-def _quoted(name: str) -> str:
+def quoted(name: str) -> str:
+    """A column name as Spark SQL quotes it.
+
+    >>> quoted("odd `name")
+    '`odd ``name`'
+    """
     return "`" + name.replace("`", "``") + "`"
 
 
@@ -271,10 +276,9 @@ def delta_commit(spark: "SparkSession", relation: str) -> tuple[int, dict[str, s
         version = _log_version(spark, relation)
         info = _commit_info(spark, relation, version) if version >= 0 else None
         if info is not None:
-            metrics = info.operationMetrics()
+            metrics, found = info.operationMetrics(), {}
             pairs = metrics.get().iterator() if metrics.isDefined() else None
-            found = {}
-            while pairs is not None and pairs.hasNext():
+            while pairs and pairs.hasNext():
                 pair = pairs.next()
                 found[str(pair._1())] = str(pair._2())
             return version, found

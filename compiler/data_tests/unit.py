@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Collection, Mapping
 
 from ..errors import CompileError, Problem
 from ..parse import parse_select, with_ctes
+from ..table_format import quoted
 from ..yamlfile import LineDict
 from .declare import TestConfig, TestDeclaration
 
@@ -181,7 +182,7 @@ def _fixture(project: "Project", spec: Mapping[str, Any], display: str, line: in
         if not names:
             raise _error(f"unit test '{name}': no rows and no known columns for this input", display, line,
                          "give one row, or format: sql with a SELECT ... WHERE FALSE")
-        return f"SELECT {', '.join(f'NULL AS {_quoted(c)}' for c in names)} WHERE FALSE", given
+        return f"SELECT {', '.join(f'NULL AS {quoted(c)}' for c in names)} WHERE FALSE", given
     return rows_sql(rows, names), given
 
 
@@ -210,7 +211,7 @@ def _fixture_file(project: "Project", fixture: str, form: str, display: str, lin
 
 def rows_sql(rows: list[Mapping[str, Any]], columns: list[str]) -> str:
     """One SELECT of literals per row, in ``columns`` order (absent values NULL)."""
-    return "\nUNION ALL\n".join("SELECT " + ", ".join(f"{_literal(row.get(c))} AS {_quoted(c)}" for c in columns) for row in rows)
+    return "\nUNION ALL\n".join("SELECT " + ", ".join(f"{_literal(row.get(c))} AS {quoted(c)}" for c in columns) for row in rows)
 
 
 def comparison_sql(actual: str, expected: str, columns: list[str]) -> str:
@@ -224,14 +225,14 @@ def comparison_sql(actual: str, expected: str, columns: list[str]) -> str:
     ), ...
     WHERE a.__unit_copy IS NULL OR e.__unit_copy IS NULL
     """
-    cols = ", ".join(_quoted(c) for c in columns)
+    cols = ", ".join(quoted(c) for c in columns)
 
     def numbered(name: str, sql: str) -> str:
         return (f"{name} AS (\n  SELECT {cols}, ROW_NUMBER() OVER (PARTITION BY {cols} ORDER BY {cols}) AS {_COPY} FROM (\n"
                 f"{sql.strip()}\n  ) AS m\n)")
 
-    on = " AND ".join(f"a.{_quoted(c)} <=> e.{_quoted(c)}" for c in columns)
-    shown = ", ".join(f"COALESCE(CAST(a.{_quoted(c)} AS STRING), CAST(e.{_quoted(c)} AS STRING)) AS {_quoted(c)}" for c in columns)
+    on = " AND ".join(f"a.{quoted(c)} <=> e.{quoted(c)}" for c in columns)
+    shown = ", ".join(f"COALESCE(CAST(a.{quoted(c)} AS STRING), CAST(e.{quoted(c)} AS STRING)) AS {quoted(c)}" for c in columns)
     return (f"WITH {numbered('__unit_actual', actual)}, {numbered('__unit_expected', expected)}\n"
             f"SELECT CASE WHEN a.{_COPY} IS NULL THEN 'expected only' ELSE 'actual only' END AS diff, {shown}\n"
             f"FROM __unit_actual AS a FULL OUTER JOIN __unit_expected AS e ON {on} AND a.{_COPY} = e.{_COPY}\n"
@@ -258,10 +259,6 @@ def _csv_value(text: str | None) -> Any:
         except ValueError:
             pass
     return {"true": True, "false": False}.get(text.strip().lower(), text)
-
-
-def _quoted(column: str) -> str:
-    return "`" + column.replace("`", "``") + "`"
 
 
 def _error(message: str, path: str, line: int | None, hint: str) -> CompileError:

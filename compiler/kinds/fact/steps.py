@@ -35,7 +35,7 @@ from ...run import Result, _spark_message
 from ...spark_connect import observed, tag_jobs
 from ...state import Lease, Offset, StateStore, StepLogRow, default_holder, open_state_store
 from ...status import duration as _duration
-from ...table_format import DELTA, table_provider
+from ...table_format import DELTA, quoted, table_provider
 from .plan import STEP_COLUMN, FactPlan, fact, stats_query, step_id
 
 if TYPE_CHECKING:
@@ -481,7 +481,7 @@ class _Stepper:
         columns = [c for c in rows.columns if c != STEP_COLUMN]
         observation = Observation(f"mvflow_step_{uuid.uuid4().hex}")
         metrics = [F.count(F.lit(1)).alias("m0")] + [
-            F.count_if(F.col(_quoted(c)).isNull()).alias(f"m{i}") for i, c in enumerate(columns, 1)]
+            F.count_if(F.col(quoted(c)).isNull()).alias(f"m{i}") for i, c in enumerate(columns, 1)]
         self.spark.sql(self.plan.insert_observed, args=_args(self.plan.insert_observed, params),
                        rows=rows.observe(observation, *metrics), step=params["step"])
         # Spark 4 completes the observation when the command returns; never block on one it did not
@@ -538,10 +538,6 @@ def _all_before(ready: dict, upto: datetime, position) -> bool:
 def _args(text: str, params: dict) -> dict | None:
     """The parameters whose markers ``text`` holds (Spark refuses unused ones in some statements)."""
     return {k: v for k, v in params.items() if f":{k}" in text} or None
-
-
-def _quoted(column: str) -> str:
-    return "`" + column.replace("`", "``") + "`"
 
 
 def _position(row: dict, prefix: str, position) -> tuple:

@@ -54,13 +54,15 @@ class BatchScope:
 
     def sql(self, name: str, frames: dict[str, "DataFrame"] | None = None, **args: Any) -> "DataFrame":
         """Derived statement ``name`` with its markers bound from ``args`` and its ``{name}``s read from ``frames``."""
-        text = self.derived[name]
-        return self.spark.sql(text, args={k: v for k, v in args.items() if f":{k}" in text} or None, **(frames or {}))
+        return self._run(self.derived[name], args, frames)
 
     def create_like(self, name: str, like: str, columns: "tuple[str, ...] | None" = None, **args: Any) -> None:
         """Derived ``CREATE TABLE`` ``name`` with the columns of table ``like`` (``columns`` of them only)."""
-        text = bind_columns(self.derived[name], column_definitions(self.spark.table(like).schema, columns))
-        self.spark.sql(text, args={k: v for k, v in args.items() if f":{k}" in text} or None)
+        self._run(bind_columns(self.derived[name], column_definitions(self.spark.table(like).schema, columns)), args)
+
+    def _run(self, text: str, args: dict[str, Any], frames: dict[str, "DataFrame"] | None = None) -> "DataFrame":
+        """``text`` with the markers it holds bound from ``args`` (Spark refuses unused ones in some statements)."""
+        return self.spark.sql(text, args={k: v for k, v in args.items() if f":{k}" in text} or None, **(frames or {}))
 
     def execute(self, text: str) -> None:
         """A statement built by the caller (its literals bound already)."""
