@@ -39,6 +39,10 @@ ADAPTIVE = "spark.sql.adaptive.enabled"
 # When the written keys are broadcast, the rows' other inputs are joined by shuffles of their
 # rows of those keys, stages of the write's own job, rather than one broadcast job each.
 BROADCAST = "spark.sql.autoBroadcastJoinThreshold"
+# Spark injects a bloom filter into such a shuffle join when the other side has a selective filter
+# and is small (InjectRuntimeFilter): a job of its own that scans that input whole (the demo's
+# offers, to filter prices), where the broadcast keys already filter both sides. Off with them.
+BLOOM_FILTER = "spark.sql.optimizer.runtime.bloomFilter.enabled"
 
 
 class BatchScope:
@@ -49,6 +53,7 @@ class BatchScope:
         # what the target set (not the session's value now: a batch in another thread may have switched it)
         self._adaptive = launch_conf(spark, ADAPTIVE, "true")  # classic: the SparkContext's conf; Spark Connect too
         self._broadcast = launch_conf(spark, BROADCAST, "10MB")
+        self._bloom_filter = launch_conf(spark, BLOOM_FILTER, "true")
         self._views: list[str] = []
         self._frames: list["DataFrame"] = []
 
@@ -89,12 +94,15 @@ class BatchScope:
 
     @contextmanager
     def broadcasts(self, on: bool) -> Iterator[None]:
-        """Automatic broadcast joins as the target set them, or off, for the statements inside."""
+        """Automatic broadcast joins and runtime bloom filters as the target set them, or off, for
+        the statements inside."""
         self.spark.conf.set(BROADCAST, self._broadcast if on else "-1")
+        self.spark.conf.set(BLOOM_FILTER, self._bloom_filter if on else "false")
         try:
             yield
         finally:
             self.spark.conf.set(BROADCAST, self._broadcast)
+            self.spark.conf.set(BLOOM_FILTER, self._bloom_filter)
 
     def drop(self) -> None:
         """Drop every view and checkpoint the batch made."""
