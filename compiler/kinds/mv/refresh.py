@@ -25,8 +25,8 @@ sees counts.
 
 A key-driven batch is lean in Spark jobs (``python -m bench.batch_jobs``): the probe is one query,
 each key set is checkpointed by the job that counts it, the batch runs without adaptive execution
-and its write joins the small inputs by shuffles (``compiler.kinds.mv.scope``: ``ADAPTIVE``,
-``BROADCAST``).
+and its write joins the small inputs by shuffles with no runtime bloom filter
+(``compiler.kinds.mv.scope``: ``ADAPTIVE``, ``BROADCAST``, ``BLOOM_FILTER``).
 """
 
 from __future__ import annotations
